@@ -1,0 +1,62 @@
+# spanprof: `make` builds the nginx module, the unit tests (and later the
+# Apache module and the CLI); `make test` runs every test under prove.
+
+NGX_SRC     ?= /usr/share/nginx/src
+BUILD       ?= build
+CC          ?= cc
+PROTOC_C    ?= protoc-c
+
+GEN         := $(BUILD)/gen
+PROTOS      := $(shell cd proto && find . -name '*.proto' | sort)
+GEN_SRCS    := $(patsubst ./%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+COMMON_SRCS := $(wildcard common/*.c)
+COMMON_HDRS := $(wildcard common/*.h)
+
+CFLAGS      ?= -O2 -g
+CORE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+               -fPIC -I. -I$(GEN) $(CFLAGS)
+CORE_LIBS   := -lprotobuf-c -lcurl -lz -lpthread
+
+NGX_BUILD   := $(BUILD)/nginx
+NGX_TREE    := $(BUILD)/nginx-src
+NGX_MODULE  := $(NGX_BUILD)/ngx_http_spanprof_module.so
+
+UNIT_SRCS   := $(wildcard t/unit/test_*.c)
+UNIT_BINS   := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
+UNIT_CFLAGS := $(CORE_CFLAGS) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
+
+.PHONY: all nginx unit test clean
+all: nginx unit
+
+# --- protobuf-c sources ----------------------------------------------------
+$(GEN)/.stamp: $(addprefix proto/,$(PROTOS))
+	@mkdir -p $(GEN)
+	cd proto && $(PROTOC_C) -I. --c_out=$(abspath $(GEN)) $(PROTOS)
+	@touch $@
+$(GEN_SRCS): $(GEN)/.stamp
+
+# --- nginx dynamic module (nginx's own build, Debian's configure flags) ------
+NGX_CONF_FLAGS = $(shell bash -c '. $(NGX_SRC)/conf_flags 2>/dev/null; echo "$${NGX_CONF_FLAGS[@]}"')
+
+$(NGX_BUILD)/Makefile: config $(COMMON_SRCS) $(wildcard ngx_module/*.c) $(addprefix proto/,$(PROTOS))
+	rm -rf $(NGX_TREE) && mkdir -p $(BUILD) && cp -r $(NGX_SRC) $(NGX_TREE)
+	cd $(NGX_TREE) && ./configure $(NGX_CONF_FLAGS) \
+	    --with-cc-opt='-g -O2 -fPIC -fstack-protector-strong -D_FORTIFY_SOURCE=2' \
+	    --with-ld-opt='-Wl,-z,relro -Wl,-z,now -fPIC' \
+	    --add-dynamic-module=$(CURDIR) --builddir=$(abspath $(NGX_BUILD)) >/dev/null
+
+nginx: $(NGX_BUILD)/Makefile
+	$(MAKE) -C $(NGX_TREE) -f $(abspath $(NGX_BUILD))/Makefile modules
+
+# --- C unit tests for common/ (TAP, run by prove) ---------------------------
+$(BUILD)/unit/%: t/unit/%.c t/unit/tap.h $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(UNIT_CFLAGS) -It/unit -o $@ $< $(COMMON_SRCS) $(GEN_SRCS) $(CORE_LIBS)
+
+unit: $(UNIT_BINS)
+
+test: all
+	prove -I t/lib $(UNIT_BINS) t/*.t
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,66 @@
+#ifndef SP_EXPORTER_H
+#define SP_EXPORTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "resource.h"
+#include "span.h"
+
+/* One exporter per worker process: a background thread that drains the span
+ * queue, batches, encodes and sends. The worker side (span_begin/span_end)
+ * never blocks, never does I/O and never allocates.
+ *
+ * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
+ * protobuf), retried with exponential backoff on 429/502/503/504 and network
+ * errors (honouring Retry-After) while at most batch_count encoded batches
+ * wait; other 4xx/5xx drop the batch with a rate-limited error.
+ * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl. */
+
+typedef struct {
+    const char          *endpoint;
+    const char *const   *headers;            /* "Name: value", NULL-ended */
+    const char          *trusted_certificate;
+    int                  gzip;
+    uint64_t             interval_ms;        /* flush at least this often */
+    size_t               batch_size;         /* spans per request */
+    size_t               batch_count;        /* pending batches */
+    uint64_t             connect_timeout_ms;
+    uint64_t             timeout_ms;         /* one request, all in */
+    uint64_t             shutdown_timeout_ms;/* flush bound at stop */
+    const sp_resource_t *resource;           /* copied by start */
+    sp_logger_t          log;
+} sp_exporter_conf_t;
+
+typedef struct sp_exporter sp_exporter_t;
+
+typedef struct {
+    uint64_t  spans_queued;
+    uint64_t  spans_exported;
+    uint64_t  spans_dropped_queue_full;
+    uint64_t  spans_dropped_export;    /* in batches given up or rejected */
+    uint64_t  spans_rejected;          /* partial success */
+    uint64_t  batches_sent;
+    uint64_t  batches_failed;
+    uint64_t  retries;
+} sp_exporter_stats_t;
+
+/* Checks an endpoint URL; NULL when fine, else a static reason. */
+const char *sp_exporter_endpoint_error(const char *endpoint);
+
+/* Allocates the queue (batch_size * batch_count slots) and starts the
+ * thread. NULL with err filled on failure. Call in each worker after fork. */
+sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
+    size_t errlen);
+
+/* Worker side: a slot to fill, NULL when the queue is full (counted). */
+sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);
+void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
+
+/* Flushes what is queued within shutdown_timeout_ms, stops and frees. */
+void sp_exporter_stop(sp_exporter_t *e);
+
+void sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st);
+
+#endif
