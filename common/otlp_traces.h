@@ -4,20 +4,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "buf.h"
 #include "resource.h"
 #include "span.h"
 
 /* Spans to an OTLP ExportTraceServiceRequest: one ResourceSpans with our
  * resource, one ScopeSpans with scope spanprof/<version>. Runs on the
- * exporter thread. Both return 0, or -1 on allocation failure. */
+ * exporter thread. The message tree is built in `a` (the caller resets it
+ * after). Both return 0, or -1 on allocation failure. */
 
 /* Protobuf binary, for POST /v1/traces. */
-int sp_otlp_traces_encode(const sp_resource_t *res, sp_span_t *const *spans,
+int sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res, sp_span_t *const *spans,
     size_t n, sp_buf_t *out);
 
 /* OTLP/JSON on one line plus '\n', for the file exporter. */
-int sp_otlp_traces_encode_json(const sp_resource_t *res,
+int sp_otlp_traces_encode_json(sp_arena_t *a, const sp_resource_t *res,
     sp_span_t *const *spans, size_t n, sp_buf_t *out);
 
 /* Reads an ExportTraceServiceResponse (protobuf); rejected spans and the

@@ -1,0 +1,290 @@
+/* Trace and span id generation: per-thread xoshiro256**, reseeded after
+ * fork(), plus the hex helpers shared by the header codecs. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ids.h"
+
+/* Bumped in the child after every fork(); a thread whose seen generation
+ * differs reseeds, so we need no getpid() syscall per id. */
+static atomic_uint      ids_fork_gen;
+static pthread_once_t   ids_once = PTHREAD_ONCE_INIT;
+
+static __thread uint64_t  ids_state[4];
+static __thread unsigned  ids_seen_gen;
+static __thread int       ids_seeded;
+
+/* Mixes in the fallback seed so two threads seeded in the same nanosecond
+ * still diverge. */
+static __thread uint64_t  ids_fallback_counter;
+
+
+static void
+ids_atfork_child(void)
+{
+    atomic_fetch_add_explicit(&ids_fork_gen, 1, memory_order_relaxed);
+}
+
+
+static void
+ids_register_atfork(void)
+{
+    /* glibc drops the handler when a dlopen()ed module is unloaded, and a
+     * reloaded copy has a fresh ids_once, so this stays correct across
+     * nginx reloads. */
+    (void) pthread_atfork(NULL, NULL, ids_atfork_child);
+}
+
+
+static inline uint64_t
+rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+    uint64_t  z;
+
+    z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+
+static int
+seed_getrandom(uint8_t *p, size_t n)
+{
+    ssize_t  r;
+
+    while (n > 0) {
+        /* GRND_NONBLOCK: never stall a worker on an unready pool at early
+         * boot; /dev/urandom below does not block either. */
+        r = getrandom(p, n, GRND_NONBLOCK);
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        p += r;
+        n -= (size_t) r;
+    }
+
+    return 0;
+}
+
+
+static int
+seed_urandom(uint8_t *p, size_t n)
+{
+    int      fd;
+    ssize_t  r;
+
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd == -1) {
+        return -1;
+    }
+
+    while (n > 0) {
+        r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            close(fd);
+            return -1;
+        }
+        p += r;
+        n -= (size_t) r;
+    }
+
+    close(fd);
+    return 0;
+}
+
+
+static void
+seed_fallback(uint64_t s[4])
+{
+    struct timespec  rt, mt;
+    uint64_t         x;
+    int              i;
+
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mt);
+
+    x = (uint64_t) rt.tv_sec * 1000000000ULL + (uint64_t) rt.tv_nsec;
+    x ^= rotl64((uint64_t) mt.tv_sec * 1000000000ULL + (uint64_t) mt.tv_nsec,
+                17);
+    x ^= rotl64((uint64_t) getpid(), 32);
+    /* The address of a thread-local differs per thread (and per process
+     * with ASLR). */
+    x ^= (uint64_t) (uintptr_t) &ids_fallback_counter;
+    x ^= rotl64(++ids_fallback_counter, 48);
+
+    for (i = 0; i < 4; i++) {
+        s[i] = splitmix64(&x);
+    }
+}
+
+
+static void
+ids_seed(void)
+{
+    uint64_t  s[4];
+
+    pthread_once(&ids_once, ids_register_atfork);
+
+    ids_seen_gen = atomic_load_explicit(&ids_fork_gen, memory_order_relaxed);
+
+    if (seed_getrandom((uint8_t *) s, sizeof(s)) != 0
+        && seed_urandom((uint8_t *) s, sizeof(s)) != 0)
+    {
+        seed_fallback(s);
+    }
+
+    /* xoshiro's only bad state is all zero. */
+    if ((s[0] | s[1] | s[2] | s[3]) == 0) {
+        s[0] = 0x9e3779b97f4a7c15ULL;
+    }
+
+    memcpy(ids_state, s, sizeof(s));
+    ids_seeded = 1;
+}
+
+
+static uint64_t
+ids_next(void)
+{
+    uint64_t  *s, result, t;
+
+    if (!ids_seeded
+        || ids_seen_gen
+           != atomic_load_explicit(&ids_fork_gen, memory_order_relaxed))
+    {
+        ids_seed();
+    }
+
+    s = ids_state;
+
+    result = rotl64(s[1] * 5, 7) * 9;
+    t = s[1] << 17;
+
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+
+    return result;
+}
+
+
+void
+sp_ids_thread_init(void)
+{
+    ids_seed();
+}
+
+
+void
+sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN])
+{
+    uint64_t  v[2];
+
+    do {
+        v[0] = ids_next();
+        v[1] = ids_next();
+    } while ((v[0] | v[1]) == 0);
+
+    memcpy(id, v, SP_TRACE_ID_LEN);
+}
+
+
+void
+sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN])
+{
+    uint64_t  v;
+
+    do {
+        v = ids_next();
+    } while (v == 0);
+
+    memcpy(id, &v, SP_SPAN_ID_LEN);
+}
+
+
+void
+sp_hex_encode(char *dst, const uint8_t *src, size_t n)
+{
+    static const char  hex[] = "0123456789abcdef";
+    size_t             i;
+
+    for (i = 0; i < n; i++) {
+        dst[2 * i] = hex[src[i] >> 4];
+        dst[2 * i + 1] = hex[src[i] & 0x0f];
+    }
+}
+
+
+/* Lowercase only: W3C Trace Context treats uppercase hex as invalid. */
+static int
+hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return -1;
+}
+
+
+int
+sp_hex_decode(uint8_t *dst, const char *src, size_t n)
+{
+    size_t  i;
+
+    /* Validate first so dst is untouched on error. */
+    for (i = 0; i < 2 * n; i++) {
+        if (hex_value(src[i]) < 0) {
+            return -1;
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        dst[i] = (uint8_t) ((hex_value(src[2 * i]) << 4)
+                            | hex_value(src[2 * i + 1]));
+    }
+
+    return 0;
+}
+
+
+int
+sp_id_is_zero(const uint8_t *id, size_t n)
+{
+    uint8_t  acc;
+    size_t   i;
+
+    acc = 0;
+    for (i = 0; i < n; i++) {
+        acc |= id[i];
+    }
+
+    return acc == 0;
+}

@@ -1,0 +1,848 @@
+/*
+ * spanprof for nginx: every request a traced OpenTelemetry span.
+ * Directives and variables follow nginx-otel's names and meaning.
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_spanprof_module.h"
+#include "common/resource.h"
+
+
+static ngx_int_t ngx_http_spanprof_post_read_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_log_handler(ngx_http_request_t *r);
+
+static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
+static void *ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static ngx_int_t ngx_http_spanprof_preconfiguration(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_postconfiguration(ngx_conf_t *cf);
+static ngx_int_t ngx_http_spanprof_init_process(ngx_cycle_t *cycle);
+static void ngx_http_spanprof_exit_process(ngx_cycle_t *cycle);
+
+static char *ngx_http_spanprof_exporter_block(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_spanprof_exporter_directive(ngx_conf_t *cf,
+    ngx_command_t *dummy, void *conf);
+static char *ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_header(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_resource_attr(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_spanprof_trace(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_trace_context(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+
+
+sp_exporter_t  *ngx_http_spanprof_exporter;
+
+
+static ngx_conf_enum_t  ngx_http_spanprof_context_modes[] = {
+    { ngx_string("ignore"), NGX_HTTP_SPANPROF_CTX_IGNORE },
+    { ngx_string("extract"), NGX_HTTP_SPANPROF_CTX_EXTRACT },
+    { ngx_string("inject"), NGX_HTTP_SPANPROF_CTX_INJECT },
+    { ngx_string("propagate"), NGX_HTTP_SPANPROF_CTX_PROPAGATE },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_spanprof_compression[] = {
+    { ngx_string("none"), 0 },
+    { ngx_string("gzip"), 1 },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_num_bounds_t  ngx_http_spanprof_batch_size_bounds = {
+    ngx_conf_check_num_bounds, 1, 65536
+};
+
+static ngx_conf_num_bounds_t  ngx_http_spanprof_batch_count_bounds = {
+    ngx_conf_check_num_bounds, 1, 1024
+};
+
+
+/* The directives inside otel_exporter { }: parsed by our block handler, so
+ * they are not registered with nginx. */
+static ngx_command_t  ngx_http_spanprof_exporter_commands[] = {
+
+    { ngx_string("endpoint"), NGX_CONF_TAKE1,
+      ngx_http_spanprof_endpoint, 0, 0, NULL },
+
+    { ngx_string("interval"), NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, interval), NULL },
+
+    { ngx_string("batch_size"), NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, batch_size),
+      &ngx_http_spanprof_batch_size_bounds },
+
+    { ngx_string("batch_count"), NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, batch_count),
+      &ngx_http_spanprof_batch_count_bounds },
+
+    { ngx_string("header"), NGX_CONF_TAKE2,
+      ngx_http_spanprof_header, 0, 0, NULL },
+
+    { ngx_string("trusted_certificate"), NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, trusted_certificate), NULL },
+
+    { ngx_string("compression"), NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, compression),
+      &ngx_http_spanprof_compression },
+
+    { ngx_string("timeout"), NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, timeout), NULL },
+
+    { ngx_string("connect_timeout"), NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, connect_timeout), NULL },
+
+    { ngx_string("shutdown_timeout"), NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, shutdown_timeout), NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_command_t  ngx_http_spanprof_commands[] = {
+
+    { ngx_string("otel_exporter"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_BLOCK|NGX_CONF_NOARGS,
+      ngx_http_spanprof_exporter_block,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("otel_service_name"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, service_name),
+      NULL },
+
+    { ngx_string("otel_resource_attr"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_spanprof_resource_attr,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("otel_trace"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_trace,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("otel_trace_context"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_trace_context,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_loc_conf_t, context),
+      &ngx_http_spanprof_context_modes },
+
+    { ngx_string("otel_span_name"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_loc_conf_t, span_name),
+      NULL },
+
+    { ngx_string("otel_span_attr"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE2,
+      ngx_http_spanprof_span_attr,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_spanprof_module_ctx = {
+    ngx_http_spanprof_preconfiguration,    /* preconfiguration */
+    ngx_http_spanprof_postconfiguration,   /* postconfiguration */
+
+    ngx_http_spanprof_create_main_conf,    /* create main configuration */
+    NULL,                                  /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_spanprof_create_loc_conf,     /* create location configuration */
+    ngx_http_spanprof_merge_loc_conf       /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_spanprof_module = {
+    NGX_MODULE_V1,
+    &ngx_http_spanprof_module_ctx,         /* module context */
+    ngx_http_spanprof_commands,            /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_spanprof_init_process,        /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_spanprof_exit_process,        /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+/* ---- request handlers ---------------------------------------------------- */
+
+static ngx_int_t
+ngx_http_spanprof_post_read_handler(ngx_http_request_t *r)
+{
+    /* Creating the context here stamps the span's start time as soon as the
+     * request header has been read. */
+    if (r == r->main) {
+        (void) ngx_http_spanprof_get_ctx(r, 1);
+    }
+    return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t       *ctx;
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    /* Subrequests share the main request's header list, which the main
+     * request has edited already. */
+    if (r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_spanprof_resolve(r);
+    if (ctx == NULL) {
+        return NGX_DECLINED;
+    }
+
+    /* Runs again after each internal redirect, with the new location's
+     * settings: the headers sent upstream follow the final location. */
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+    if (ngx_http_spanprof_injects(lcf->context)) {
+        if (ngx_http_spanprof_inject(r, ctx) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+    return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_log_handler(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    if (r != r->main) {
+        return NGX_OK;
+    }
+
+    /* Requests finalized before the post-read phase (400s) get their
+     * context only now. */
+    ctx = ngx_http_spanprof_resolve(r);
+    if (ctx == NULL || ctx->logged || !ctx->sampled
+        || ngx_http_spanprof_exporter == NULL)
+    {
+        return NGX_OK;
+    }
+    ctx->logged = 1;
+
+    return ngx_http_spanprof_export(r, ctx);
+}
+
+
+/* ---- configuration ------------------------------------------------------- */
+
+static void *
+ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    mcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_main_conf_t));
+    if (mcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     mcf->endpoint = { 0, NULL };
+     *     mcf->headers = NULL;
+     *     mcf->trusted_certificate = { 0, NULL };
+     *     mcf->service_name = { 0, NULL };
+     *     mcf->resource_attrs = NULL;
+     *     mcf->used = 0;
+     */
+
+    mcf->exporter_set = 0;
+    mcf->interval = NGX_CONF_UNSET_MSEC;
+    mcf->batch_size = NGX_CONF_UNSET_UINT;
+    mcf->batch_count = NGX_CONF_UNSET_UINT;
+    mcf->compression = NGX_CONF_UNSET_UINT;
+    mcf->timeout = NGX_CONF_UNSET_MSEC;
+    mcf->connect_timeout = NGX_CONF_UNSET_MSEC;
+    mcf->shutdown_timeout = NGX_CONF_UNSET_MSEC;
+
+    return mcf;
+}
+
+
+static void *
+ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    lcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_loc_conf_t));
+    if (lcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     lcf->trace_var = NULL;
+     *     lcf->span_name = NULL;
+     */
+
+    lcf->trace = NGX_CONF_UNSET_UINT;
+    lcf->context = NGX_CONF_UNSET_UINT;
+    lcf->span_attrs = NGX_CONF_UNSET_PTR;
+
+    return lcf;
+}
+
+
+static char *
+ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_spanprof_loc_conf_t  *prev = parent;
+    ngx_http_spanprof_loc_conf_t  *conf = child;
+
+    if (conf->trace == NGX_CONF_UNSET_UINT) {
+        conf->trace = prev->trace;
+        conf->trace_var = prev->trace_var;
+    }
+    ngx_conf_merge_uint_value(conf->trace, prev->trace,
+                              NGX_HTTP_SPANPROF_TRACE_OFF);
+    ngx_conf_merge_uint_value(conf->context, prev->context,
+                              NGX_HTTP_SPANPROF_CTX_IGNORE);
+    if (conf->span_name == NULL) {
+        conf->span_name = prev->span_name;
+    }
+    /* Like add_header: a level with its own otel_span_attr replaces the
+     * inherited list. */
+    ngx_conf_merge_ptr_value(conf->span_attrs, prev->span_attrs, NULL);
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    char        *rv;
+    ngx_conf_t   save;
+
+    if (mcf->exporter_set) {
+        return "is duplicate";
+    }
+    mcf->exporter_set = 1;
+
+    save = *cf;
+    cf->handler = ngx_http_spanprof_exporter_directive;
+    cf->handler_conf = conf;
+
+    rv = ngx_conf_parse(cf, NULL);
+
+    *cf = save;
+
+    if (rv != NGX_CONF_OK) {
+        return rv;
+    }
+
+    if (mcf->endpoint.len == 0) {
+        return "requires \"endpoint\"";
+    }
+
+    ngx_conf_init_msec_value(mcf->interval, 5000);
+    ngx_conf_init_uint_value(mcf->batch_size, 512);
+    ngx_conf_init_uint_value(mcf->batch_count, 4);
+    ngx_conf_init_uint_value(mcf->compression, 0);
+    ngx_conf_init_msec_value(mcf->timeout, 10000);
+    ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
+    ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
+
+    if (mcf->trusted_certificate.len
+        && ngx_conf_full_name(cf->cycle, &mcf->trusted_certificate, 1)
+           != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_exporter_directive(ngx_conf_t *cf, ngx_command_t *dummy,
+    void *conf)
+{
+    char           *rv;
+    ngx_str_t      *name;
+    ngx_uint_t      nargs;
+    ngx_command_t  *cmd;
+
+    name = cf->args->elts;
+    nargs = cf->args->nelts - 1;
+
+    for (cmd = ngx_http_spanprof_exporter_commands; cmd->name.len; cmd++) {
+
+        if (name->len != cmd->name.len
+            || ngx_strncmp(name->data, cmd->name.data, name->len) != 0)
+        {
+            continue;
+        }
+
+        if ((cmd->type & NGX_CONF_TAKE1 && nargs == 1)
+            || (cmd->type & NGX_CONF_TAKE2 && nargs == 2))
+        {
+            rv = cmd->set(cf, cmd, conf);
+            if (rv == NGX_CONF_OK || rv == NGX_CONF_ERROR) {
+                return rv;
+            }
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" directive %s", name, rv);
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number of arguments in \"%V\" directive",
+                           name);
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "unknown directive \"%V\" in \"otel_exporter\"", name);
+    return NGX_CONF_ERROR;
+}
+
+
+static char *
+ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t   *value;
+    const char  *why;
+
+    if (mcf->endpoint.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    /* NUL-terminated for common/ (nginx's argument strings are). */
+    why = sp_exporter_endpoint_error((const char *) value[1].data);
+    if (why != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid endpoint \"%V\": %s", &value[1], why);
+        return NGX_CONF_ERROR;
+    }
+
+    mcf->endpoint = value[1];
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_header(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    u_char      *p, **h;
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+
+    value = cf->args->elts;
+
+    for (i = 0; i < value[1].len; i++) {
+        if (value[1].data[i] <= ' ' || value[1].data[i] == ':'
+            || value[1].data[i] >= 0x7f)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid header name \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+    for (i = 0; i < value[2].len; i++) {
+        if (value[2].data[i] == CR || value[2].data[i] == LF
+            || value[2].data[i] == '\0')
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid header value \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    if (mcf->headers == NULL) {
+        mcf->headers = ngx_array_create(cf->pool, 4, sizeof(u_char *));
+        if (mcf->headers == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    h = ngx_array_push(mcf->headers);
+    p = ngx_pnalloc(cf->pool, value[1].len + 2 + value[2].len + 1);
+    if (h == NULL || p == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    *h = p;
+    *ngx_sprintf(p, "%V: %V", &value[1], &value[2]) = '\0';
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_resource_attr(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t     *value;
+    ngx_keyval_t  *kv;
+
+    value = cf->args->elts;
+
+    if (mcf->resource_attrs == NULL) {
+        mcf->resource_attrs = ngx_array_create(cf->pool, 4,
+                                               sizeof(ngx_keyval_t));
+        if (mcf->resource_attrs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    kv = ngx_array_push(mcf->resource_attrs);
+    if (kv == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    kv->key = value[1];
+    kv->value = value[2];
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_trace(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    ngx_str_t                          *value;
+    ngx_http_spanprof_main_conf_t      *mcf;
+    ngx_http_compile_complex_value_t    ccv;
+
+    if (lcf->trace != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        lcf->trace = NGX_HTTP_SPANPROF_TRACE_OFF;
+        return NGX_CONF_OK;
+    }
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+    mcf->used = 1;
+    if (mcf->trace_line == 0) {
+        mcf->trace_file = cf->conf_file->file.name;
+        mcf->trace_line = cf->conf_file->line;
+    }
+
+    if (ngx_strcmp(value[1].data, "on") == 0) {
+        lcf->trace = NGX_HTTP_SPANPROF_TRACE_ON;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_http_script_variables_count(&value[1]) == 0) {
+        return "takes \"on\", \"off\" or a value with variables";
+    }
+
+    lcf->trace_var = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (lcf->trace_var == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = &value[1];
+    ccv.complex_value = lcf->trace_var;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    lcf->trace = NGX_HTTP_SPANPROF_TRACE_VAR;
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_trace_context(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    char                           *rv;
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    rv = ngx_conf_set_enum_slot(cf, cmd, conf);
+    if (rv != NGX_CONF_OK) {
+        return rv;
+    }
+
+    if (lcf->context != NGX_HTTP_SPANPROF_CTX_IGNORE) {
+        mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+        mcf->used = 1;
+    }
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    ngx_str_t                         *value;
+    ngx_http_spanprof_attr_t          *attr;
+    ngx_http_compile_complex_value_t   ccv;
+
+    value = cf->args->elts;
+
+    if (lcf->span_attrs == NGX_CONF_UNSET_PTR) {
+        lcf->span_attrs = ngx_array_create(cf->pool, 4,
+                                           sizeof(ngx_http_spanprof_attr_t));
+        if (lcf->span_attrs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    attr = ngx_array_push(lcf->span_attrs);
+    if (attr == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    attr->key = value[1];
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = &value[2];
+    ccv.complex_value = &attr->value;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_preconfiguration(ngx_conf_t *cf)
+{
+    return ngx_http_spanprof_add_variables(cf);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt            *h;
+    ngx_http_core_main_conf_t      *cmcf;
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+
+    /* Loaded but unused costs nothing per request: no handler at all. */
+    if (!mcf->used) {
+        return NGX_OK;
+    }
+
+    if (mcf->trace_line && !mcf->exporter_set) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "\"otel_trace\" is enabled in %V:%ui but no "
+                      "\"otel_exporter\" is configured",
+                      &mcf->trace_file, mcf->trace_line);
+        return NGX_ERROR;
+    }
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_POST_READ_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_post_read_handler;
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_rewrite_handler;
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_log_handler;
+
+    return NGX_OK;
+}
+
+
+/* ---- worker process ------------------------------------------------------ */
+
+/* Lines from common/, possibly from the exporter thread. */
+static void
+ngx_http_spanprof_log(void *ud, int level, const char *msg)
+{
+    static const ngx_uint_t  levels[] = {
+        NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_INFO, NGX_LOG_DEBUG
+    };
+
+    ngx_log_error(levels[level & 3], ngx_cycle->log, 0, "%s", msg);
+}
+
+
+static char *
+ngx_http_spanprof_cstr(ngx_pool_t *pool, ngx_str_t *s)
+{
+    u_char  *p;
+
+    p = ngx_pnalloc(pool, s->len + 1);
+    if (p == NULL) {
+        return NULL;
+    }
+    *ngx_cpymem(p, s->data, s->len) = '\0';
+    return (char *) p;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
+{
+    char                            err[256], *k, *v, *service;
+    const char                    **headers;
+    ngx_uint_t                      i, n;
+    ngx_keyval_t                   *kv;
+    sp_resource_t                   res;
+    sp_exporter_conf_t              ec;
+    ngx_http_conf_ctx_t            *http;
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    ngx_http_spanprof_exporter = NULL;
+
+    http = (ngx_http_conf_ctx_t *) ngx_get_conf(cycle->conf_ctx,
+                                                ngx_http_module);
+    if (http == NULL) {
+        return NGX_OK;
+    }
+    mcf = http->main_conf[ngx_http_spanprof_module.ctx_index];
+    if (!mcf->used || !mcf->exporter_set) {
+        return NGX_OK;
+    }
+
+    sp_ids_thread_init();
+
+    service = mcf->service_name.len
+              ? ngx_http_spanprof_cstr(cycle->pool, &mcf->service_name) : NULL;
+    if (sp_resource_init(&res, "nginx", service, NULL) != 0) {
+        return NGX_ERROR;
+    }
+    kv = mcf->resource_attrs ? mcf->resource_attrs->elts : NULL;
+    n = mcf->resource_attrs ? mcf->resource_attrs->nelts : 0;
+    for (i = 0; i < n; i++) {
+        if (service != NULL
+            && ngx_strcmp(kv[i].key.data, "service.name") == 0)
+        {
+            continue;   /* otel_service_name wins */
+        }
+        k = ngx_http_spanprof_cstr(cycle->pool, &kv[i].key);
+        v = ngx_http_spanprof_cstr(cycle->pool, &kv[i].value);
+        if (k == NULL || v == NULL || sp_resource_set(&res, k, v) != 0) {
+            sp_resource_free(&res);
+            return NGX_ERROR;
+        }
+    }
+
+    n = mcf->headers ? mcf->headers->nelts : 0;
+    headers = ngx_pcalloc(cycle->pool, (n + 1) * sizeof(char *));
+    if (headers == NULL) {
+        sp_resource_free(&res);
+        return NGX_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        headers[i] = ((const char **) mcf->headers->elts)[i];
+    }
+
+    ngx_memzero(&ec, sizeof(sp_exporter_conf_t));
+    ec.endpoint = (const char *) mcf->endpoint.data;
+    ec.headers = headers;
+    ec.trusted_certificate = mcf->trusted_certificate.len
+                             ? (const char *) mcf->trusted_certificate.data
+                             : NULL;
+    ec.gzip = (int) mcf->compression;
+    ec.interval_ms = mcf->interval;
+    ec.batch_size = mcf->batch_size;
+    ec.batch_count = mcf->batch_count;
+    ec.connect_timeout_ms = mcf->connect_timeout;
+    ec.timeout_ms = mcf->timeout;
+    ec.shutdown_timeout_ms = mcf->shutdown_timeout;
+    ec.resource = &res;
+    ec.log.fn = ngx_http_spanprof_log;
+
+    ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
+    sp_resource_free(&res);
+
+    if (ngx_http_spanprof_exporter == NULL) {
+        /* Requests are still served, just not traced. */
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "spanprof: exporter not started: %s", err);
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
+{
+    sp_exporter_t  *e = ngx_http_spanprof_exporter;
+
+    ngx_http_spanprof_exporter = NULL;
+    sp_exporter_stop(e);
+}

@@ -1,0 +1,117 @@
+/*
+ * spanprof for nginx: the declarations shared by the module's files.
+ * ngx_http_spanprof_module.c   directives, configuration, process hooks
+ * ngx_http_spanprof_context.c  per-request trace context and propagation
+ * ngx_http_spanprof_span.c     SERVER and CLIENT spans at the log phase
+ * ngx_http_spanprof_variables.c  $otel_* variables
+ */
+
+#ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
+#define _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "common/exporter.h"
+#include "common/ids.h"
+
+
+#define NGX_HTTP_SPANPROF_TRACE_OFF   0
+#define NGX_HTTP_SPANPROF_TRACE_ON    1
+#define NGX_HTTP_SPANPROF_TRACE_VAR   2
+
+#define NGX_HTTP_SPANPROF_CTX_IGNORE     0
+#define NGX_HTTP_SPANPROF_CTX_EXTRACT    1
+#define NGX_HTTP_SPANPROF_CTX_INJECT     2
+#define NGX_HTTP_SPANPROF_CTX_PROPAGATE  3
+
+#define ngx_http_spanprof_extracts(mode)                                      \
+    ((mode) == NGX_HTTP_SPANPROF_CTX_EXTRACT                                  \
+     || (mode) == NGX_HTTP_SPANPROF_CTX_PROPAGATE)
+#define ngx_http_spanprof_injects(mode)                                       \
+    ((mode) == NGX_HTTP_SPANPROF_CTX_INJECT                                   \
+     || (mode) == NGX_HTTP_SPANPROF_CTX_PROPAGATE)
+
+
+typedef struct {
+    ngx_str_t                    key;
+    ngx_http_complex_value_t     value;
+} ngx_http_spanprof_attr_t;
+
+
+typedef struct {
+    /* otel_exporter { ... } */
+    ngx_flag_t                   exporter_set;
+    ngx_str_t                    endpoint;
+    ngx_msec_t                   interval;
+    ngx_uint_t                   batch_size;
+    ngx_uint_t                   batch_count;
+    ngx_array_t                 *headers;        /* of char * "Name: value" */
+    ngx_str_t                    trusted_certificate;
+    ngx_uint_t                   compression;
+    ngx_msec_t                   timeout;
+    ngx_msec_t                   connect_timeout;
+    ngx_msec_t                   shutdown_timeout;
+
+    ngx_str_t                    service_name;
+    ngx_array_t                 *resource_attrs; /* of ngx_keyval_t */
+
+    /* Set while parsing: some location traces or propagates. */
+    ngx_flag_t                   used;
+    ngx_uint_t                   trace_line;
+    ngx_str_t                    trace_file;
+} ngx_http_spanprof_main_conf_t;
+
+
+typedef struct {
+    ngx_uint_t                   trace;          /* NGX_HTTP_SPANPROF_TRACE_* */
+    ngx_http_complex_value_t    *trace_var;
+    ngx_uint_t                   context;        /* NGX_HTTP_SPANPROF_CTX_* */
+    ngx_http_complex_value_t    *span_name;
+    ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
+} ngx_http_spanprof_loc_conf_t;
+
+
+/* The trace context of one (main) request. It survives internal redirects
+ * (which clear r->ctx) through a pool cleanup entry, as realip does. */
+typedef struct {
+    u_char                       trace_id[SP_TRACE_ID_LEN];
+    u_char                       span_id[SP_SPAN_ID_LEN];
+    u_char                       parent_id[SP_SPAN_ID_LEN];
+    u_char                       client_span_id[SP_SPAN_ID_LEN];
+    uint64_t                     start_ns;
+    ngx_str_t                    tracestate;     /* valid incoming, joined */
+    u_char                      *traceparent;    /* sent upstream, 55 chars */
+    uint8_t                      parent_flags;
+
+    unsigned                     resolved:1;
+    unsigned                     sampled:1;
+    unsigned                     has_parent:1;
+    unsigned                     random:1;
+    unsigned                     client_span:1;
+    unsigned                     logged:1;
+} ngx_http_spanprof_ctx_t;
+
+
+extern ngx_module_t  ngx_http_spanprof_module;
+extern sp_exporter_t  *ngx_http_spanprof_exporter;
+
+
+ngx_http_spanprof_ctx_t *ngx_http_spanprof_get_ctx(ngx_http_request_t *r,
+    ngx_flag_t create);
+ngx_http_spanprof_ctx_t *ngx_http_spanprof_resolve(ngx_http_request_t *r);
+const u_char *ngx_http_spanprof_client_span_id(ngx_http_spanprof_ctx_t *ctx);
+u_char *ngx_http_spanprof_traceparent(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx);
+uint8_t ngx_http_spanprof_flags(ngx_http_spanprof_ctx_t *ctx);
+ngx_int_t ngx_http_spanprof_inject(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx);
+
+ngx_int_t ngx_http_spanprof_export(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx);
+
+ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
+
+
+#endif /* _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_ */

@@ -1,0 +1,451 @@
+/*
+ * The spans of a finished request, built at the log phase straight into a
+ * slot of the exporter's queue: the SERVER span, and a CLIENT span when the
+ * request went to an upstream.
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_spanprof_module.h"
+#include "common/clock.h"
+#include "common/span.h"
+
+
+#define ngx_http_spanprof_attr_str(s, key, v)                                 \
+    sp_span_attr_str(s, SP_OWNER_SPAN, key, sizeof(key) - 1,                  \
+                     (const char *) (v)->data, (v)->len)
+
+
+static ngx_str_t  ngx_http_spanprof_methods[] = {
+    ngx_string("GET"), ngx_string("HEAD"), ngx_string("POST"),
+    ngx_string("PUT"), ngx_string("DELETE"), ngx_string("CONNECT"),
+    ngx_string("OPTIONS"), ngx_string("TRACE"), ngx_string("PATCH"),
+    ngx_null_string
+};
+
+
+/* The method as OTel names it: a known method, or NULL for "_OTHER". */
+static ngx_str_t *
+ngx_http_spanprof_known_method(ngx_http_request_t *r)
+{
+    ngx_str_t  *m;
+
+    for (m = ngx_http_spanprof_methods; m->len; m++) {
+        if (m->len == r->method_name.len
+            && ngx_strncmp(m->data, r->method_name.data, m->len) == 0)
+        {
+            return m;
+        }
+    }
+    return NULL;
+}
+
+
+/* The matched prefix or exact location; none for regex and named ones, or
+ * when the request never reached a location (server-level return, 400). */
+static ngx_str_t *
+ngx_http_spanprof_route(ngx_http_request_t *r)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (clcf->name.len == 0 || clcf->named
+#if (NGX_PCRE)
+        || clcf->regex
+#endif
+        )
+    {
+        return NULL;
+    }
+    return &clcf->name;
+}
+
+
+static void
+ngx_http_spanprof_server_name(ngx_http_request_t *r, sp_span_t *s)
+{
+    u_char                    *p, *last;
+    ngx_int_t                  port;
+    ngx_str_t                  host;
+    ngx_http_core_srv_conf_t  *cscf;
+
+    if (r->headers_in.server.len) {
+        ngx_http_spanprof_attr_str(s, "server.address", &r->headers_in.server);
+    } else {
+        cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
+        if (cscf->server_name.len) {
+            ngx_http_spanprof_attr_str(s, "server.address",
+                                       &cscf->server_name);
+        }
+    }
+
+    /* The port the client asked for in Host, else the one it connected to. */
+    port = 0;
+    if (r->headers_in.host) {
+        host = r->headers_in.host->value;
+        last = host.data + host.len;
+        p = host.data;
+        if (host.len && host.data[0] == '[') {
+            p = ngx_strlchr(host.data, last, ']');
+            if (p == NULL) {
+                p = last;
+            }
+        }
+        p = ngx_strlchr(p, last, ':');
+        if (p != NULL && p + 1 < last) {
+            port = ngx_atoi(p + 1, last - p - 1);
+        }
+    }
+    if (port <= 0
+        && ngx_connection_local_sockaddr(r->connection, NULL, 0) == NGX_OK)
+    {
+        port = ngx_inet_get_port(r->connection->local_sockaddr);
+    }
+    if (port > 0) {
+        sp_span_attr_cint(s, "server.port", port);
+    }
+}
+
+
+static void
+ngx_http_spanprof_protocol(ngx_http_request_t *r, sp_span_t *s)
+{
+    const char  *v;
+
+#if (NGX_HTTP_V2)
+    if (r->stream) {
+        sp_span_attr_cstr(s, "network.protocol.version", "2", 1);
+        return;
+    }
+#endif
+
+    switch (r->http_version) {
+    case NGX_HTTP_VERSION_9:
+        v = "0.9";
+        break;
+    case NGX_HTTP_VERSION_10:
+        v = "1.0";
+        break;
+    case NGX_HTTP_VERSION_11:
+        v = "1.1";
+        break;
+    case NGX_HTTP_VERSION_20:
+        v = "2";
+        break;
+    default:
+        return;
+    }
+    sp_span_attr_cstr(s, "network.protocol.version", v, ngx_strlen(v));
+}
+
+
+static ngx_uint_t
+ngx_http_spanprof_status(ngx_http_request_t *r)
+{
+    if (r->err_status) {
+        return r->err_status;
+    }
+    return r->headers_out.status;
+}
+
+
+static void
+ngx_http_spanprof_server_span(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t end_ns)
+{
+    u_char                        *q, buf[NGX_INT_T_LEN];
+    off_t                          sent;
+    ngx_str_t                      v, *method, *route, path, query;
+    ngx_uint_t                     i, status;
+    ngx_http_spanprof_attr_t      *attr;
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+
+    sp_span_init(s, SP_SPAN_KIND_SERVER, ctx->trace_id, ctx->span_id,
+                 ctx->has_parent ? ctx->parent_id : NULL, 1,
+                 ngx_http_spanprof_flags(ctx), ctx->start_ns);
+    s->end_ns = end_ns > ctx->start_ns ? end_ns : ctx->start_ns;
+    if (ctx->tracestate.len) {
+        sp_span_set_tracestate(s, (const char *) ctx->tracestate.data,
+                               ctx->tracestate.len);
+    }
+
+    method = ngx_http_spanprof_known_method(r);
+    route = ngx_http_spanprof_route(r);
+
+    /* Name: otel_span_name, else "{method} {route}" as OTel's HTTP
+     * conventions want it. */
+    if (lcf->span_name
+        && ngx_http_complex_value(r, lcf->span_name, &v) == NGX_OK)
+    {
+        sp_span_set_name(s, (const char *) v.data, v.len);
+
+    } else {
+        v = method ? *method : (ngx_str_t) ngx_string("HTTP");
+        if (route) {
+            q = ngx_pnalloc(r->pool, v.len + 1 + route->len);
+            if (q != NULL) {
+                ngx_sprintf(q, "%V %V", &v, route);
+                v.data = q;
+                v.len += 1 + route->len;
+            }
+        }
+        sp_span_set_name(s, (const char *) v.data, v.len);
+    }
+
+    if (method) {
+        ngx_http_spanprof_attr_str(s, "http.request.method", method);
+    } else {
+        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
+        if (r->method_name.len) {
+            ngx_http_spanprof_attr_str(s, "http.request.method_original",
+                                       &r->method_name);
+        }
+    }
+
+    /* The target as the client sent it, before any rewrite. */
+    if (r->unparsed_uri.len) {
+        path = r->unparsed_uri;
+        q = ngx_strlchr(path.data, path.data + path.len, '?');
+        if (q) {
+            query.data = q + 1;
+            query.len = path.data + path.len - query.data;
+            path.len = q - path.data;
+        } else {
+            query.len = 0;
+        }
+        ngx_http_spanprof_attr_str(s, "url.path", &path);
+        if (query.len) {
+            ngx_http_spanprof_attr_str(s, "url.query", &query);
+        }
+    }
+
+#if (NGX_HTTP_SSL)
+    if (r->connection->ssl) {
+        sp_span_attr_cstr(s, "url.scheme", "https", 5);
+    } else
+#endif
+    {
+        sp_span_attr_cstr(s, "url.scheme", "http", 4);
+    }
+
+    if (route) {
+        ngx_http_spanprof_attr_str(s, "http.route", route);
+    }
+
+    status = ngx_http_spanprof_status(r);
+    if (status) {
+        sp_span_attr_cint(s, "http.response.status_code", status);
+    }
+
+    ngx_http_spanprof_server_name(r, s);
+
+    ngx_http_spanprof_attr_str(s, "client.address", &r->connection->addr_text);
+    sp_span_attr_cint(s, "client.port",
+                      ngx_inet_get_port(r->connection->sockaddr));
+
+    ngx_http_spanprof_protocol(r, s);
+
+    if (r->headers_in.user_agent) {
+        ngx_http_spanprof_attr_str(s, "user_agent.original",
+                                   &r->headers_in.user_agent->value);
+    }
+
+    if (r->headers_in.content_length_n > 0) {
+        sp_span_attr_cint(s, "http.request.body.size",
+                          r->headers_in.content_length_n);
+    }
+
+    sent = r->connection->sent - r->header_size;
+    sp_span_attr_cint(s, "http.response.body.size", sent > 0 ? sent : 0);
+
+    if (status >= 500) {
+        q = ngx_sprintf(buf, "%ui", status);
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+        sp_span_attr_cstr(s, "error.type", (const char *) buf, q - buf);
+    }
+
+    if (lcf->span_attrs) {
+        attr = lcf->span_attrs->elts;
+        for (i = 0; i < lcf->span_attrs->nelts; i++) {
+            if (ngx_http_complex_value(r, &attr[i].value, &v) == NGX_OK) {
+                sp_span_attr_str(s, SP_OWNER_SPAN,
+                                 (const char *) attr[i].key.data,
+                                 attr[i].key.len, (const char *) v.data,
+                                 v.len);
+            }
+        }
+    }
+}
+
+
+/* "127.0.0.1:8080" or "[::1]:8080" into address and port. */
+static void
+ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
+{
+    u_char     *colon, *last;
+    ngx_str_t   addr;
+    ngx_int_t   port;
+
+    last = peer->data + peer->len;
+    for (colon = last - 1; colon > peer->data && *colon != ':'; colon--) {
+        /* void */
+    }
+    if (colon == peer->data || *colon != ':' || colon[-1] == ':') {
+        sp_span_attr_str(s, owner, "server.address", 14,
+                         (const char *) peer->data, peer->len);
+        return;
+    }
+    addr.data = peer->data;
+    addr.len = colon - peer->data;
+    if (addr.len > 2 && addr.data[0] == '[' && addr.data[addr.len - 1] == ']') {
+        addr.data++;
+        addr.len -= 2;
+    }
+    sp_span_attr_str(s, owner, "server.address", 14, (const char *) addr.data,
+                     addr.len);
+    port = ngx_atoi(colon + 1, last - colon - 1);
+    if (port > 0) {
+        sp_span_attr_int(s, owner, "server.port", 11, port);
+    }
+}
+
+
+static void
+ngx_http_spanprof_client_span(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t server_end_ns)
+{
+    u_char                     buf[NGX_INT_T_LEN], *q;
+    uint64_t                   start, t, total_ms;
+    ngx_str_t                 *method;
+    ngx_uint_t                 i, n, status, attempts;
+    ngx_http_upstream_state_t *st, *last;
+
+    st = r->upstream_states->elts;
+    n = r->upstream_states->nelts;
+
+    /* The caller checked that some attempt reached a peer. */
+    total_ms = 0;
+    attempts = 0;
+    last = st;
+    for (i = 0; i < n; i++) {
+        if (st[i].peer) {
+            total_ms += st[i].response_time;
+            last = &st[i];
+            attempts++;
+        }
+    }
+    /* nginx keeps upstream timings in milliseconds: the CLIENT span ends
+     * with the request and reaches back over the upstream time. */
+    start = server_end_ns - total_ms * 1000000;
+    if (start < ctx->start_ns) {
+        start = ctx->start_ns;
+    }
+
+    sp_span_init(s, SP_SPAN_KIND_CLIENT, ctx->trace_id,
+                 ngx_http_spanprof_client_span_id(ctx), ctx->span_id, 0,
+                 ngx_http_spanprof_flags(ctx), start);
+    s->end_ns = server_end_ns;
+
+    method = ngx_http_spanprof_known_method(r);
+    if (method) {
+        sp_span_set_name(s, (const char *) method->data, method->len);
+        ngx_http_spanprof_attr_str(s, "http.request.method", method);
+    } else {
+        sp_span_set_name(s, "HTTP", 4);
+        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
+    }
+
+    ngx_http_spanprof_peer_attrs(s, SP_OWNER_SPAN, last->peer);
+
+    status = last->status;
+    if (status) {
+        sp_span_attr_cint(s, "http.response.status_code", status);
+    }
+    if (status >= 400 || status == 0) {
+        q = ngx_sprintf(buf, "%ui", status);
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+        if (status) {
+            sp_span_attr_cstr(s, "error.type", (const char *) buf, q - buf);
+        } else {
+            sp_span_attr_cstr(s, "error.type", "_OTHER", 6);
+        }
+    }
+
+    /* Retries: the resend count and one event per attempt. */
+    if (attempts > 1) {
+        sp_span_attr_cint(s, "http.request.resend_count", attempts - 1);
+        t = start;
+        for (i = 0; i < n; i++) {
+            ngx_int_t  ev;
+
+            if (st[i].peer == NULL) {
+                continue;
+            }
+            ev = sp_span_add_event(s, "upstream.attempt", 16, t);
+            t += (uint64_t) st[i].response_time * 1000000;
+            if (ev < 0) {
+                continue;
+            }
+            ngx_http_spanprof_peer_attrs(s, SP_OWNER_EVENT(ev), st[i].peer);
+            if (st[i].status) {
+                sp_span_attr_int(s, SP_OWNER_EVENT(ev),
+                                 "http.response.status_code", 25,
+                                 st[i].status);
+            }
+        }
+    }
+}
+
+
+static ngx_flag_t
+ngx_http_spanprof_went_upstream(ngx_http_request_t *r)
+{
+    ngx_uint_t                  i;
+    ngx_http_upstream_state_t  *st;
+
+    if (r->upstream_states == NULL) {
+        return 0;
+    }
+    st = r->upstream_states->elts;
+    for (i = 0; i < r->upstream_states->nelts; i++) {
+        if (st[i].peer) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+ngx_int_t
+ngx_http_spanprof_export(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx)
+{
+    uint64_t    end_ns;
+    sp_span_t  *s;
+
+    end_ns = sp_now_ns();
+
+    s = sp_exporter_span_begin(ngx_http_spanprof_exporter);
+    if (s == NULL) {
+        return NGX_OK;      /* queue full: counted by the exporter */
+    }
+    ngx_http_spanprof_server_span(r, ctx, s, end_ns);
+    sp_exporter_span_end(ngx_http_spanprof_exporter, s);
+
+    if (!ngx_http_spanprof_went_upstream(r)) {
+        return NGX_OK;
+    }
+
+    s = sp_exporter_span_begin(ngx_http_spanprof_exporter);
+    if (s == NULL) {
+        return NGX_OK;
+    }
+    ngx_http_spanprof_client_span(r, ctx, s, end_ns);
+    sp_exporter_span_end(ngx_http_spanprof_exporter, s);
+
+    return NGX_OK;
+}
