@@ -65,6 +65,7 @@ ngx_http_spanprof_get_ctx(ngx_http_request_t *r, ngx_flag_t create)
     cln->data = ctx;
 
     ctx->start_ns = sp_now_ns();
+    ctx->body_size = r->headers_in.content_length_n;
 
     ngx_http_set_ctx(r, ctx, ngx_http_spanprof_module);
     return ctx;

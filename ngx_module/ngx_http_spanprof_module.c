@@ -8,11 +8,13 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
+#include "common/clock.h"
 #include "common/resource.h"
 
 
 static ngx_int_t ngx_http_spanprof_post_read_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_precontent_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_log_handler(ngx_http_request_t *r);
 
 static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
@@ -242,6 +244,23 @@ ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
     if (ngx_http_spanprof_injects(lcf->context)) {
         if (ngx_http_spanprof_inject(r, ctx) != NGX_OK) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+    return NGX_DECLINED;
+}
+
+
+/* Stamps when the content handler (and so an upstream) starts: nginx's own
+ * upstream timings are whole milliseconds. */
+static ngx_int_t
+ngx_http_spanprof_precontent_handler(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    if (r == r->main) {
+        ctx = ngx_http_spanprof_get_ctx(r, 0);
+        if (ctx != NULL) {
+            ctx->content_ns = sp_now_ns();
         }
     }
     return NGX_DECLINED;
@@ -713,6 +732,12 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
         return NGX_ERROR;
     }
     *h = ngx_http_spanprof_rewrite_handler;
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_precontent_handler;
 
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
     if (h == NULL) {

@@ -81,6 +81,9 @@ typedef struct {
     u_char                       parent_id[SP_SPAN_ID_LEN];
     u_char                       client_span_id[SP_SPAN_ID_LEN];
     uint64_t                     start_ns;
+    uint64_t                     content_ns;     /* last precontent phase */
+    off_t                        body_size;      /* Content-Length, before
+                                                    a discard zeroes it */
     ngx_str_t                    tracestate;     /* valid incoming, joined */
     u_char                      *traceparent;    /* sent upstream, 55 chars */
     uint8_t                      parent_flags;

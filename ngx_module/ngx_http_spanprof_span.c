@@ -255,7 +255,9 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
                                    &r->headers_in.user_agent->value);
     }
 
-    if (r->headers_in.content_length_n > 0) {
+    if (ctx->body_size > 0) {
+        sp_span_attr_cint(s, "http.request.body.size", ctx->body_size);
+    } else if (r->headers_in.content_length_n > 0) {
         sp_span_attr_cint(s, "http.request.body.size",
                           r->headers_in.content_length_n);
     }
@@ -280,6 +282,37 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
             }
         }
     }
+}
+
+
+/* nginx records 502/504 for a peer that never answered (refused, reset,
+ * timed out); only a received header means the status is the peer's. */
+static ngx_flag_t
+ngx_http_spanprof_peer_answered(ngx_http_upstream_state_t *st)
+{
+    return st->status && st->header_time != (ngx_msec_t) -1;
+}
+
+
+static void
+ngx_http_spanprof_error_type(sp_span_t *s, unsigned owner,
+    ngx_http_upstream_state_t *st)
+{
+    u_char       buf[NGX_INT_T_LEN];
+    size_t       len;
+    const char  *v;
+
+    if (ngx_http_spanprof_peer_answered(st)) {
+        len = ngx_sprintf(buf, "%ui", st->status) - buf;
+        v = (const char *) buf;
+    } else if (st->status == NGX_HTTP_GATEWAY_TIME_OUT) {
+        v = "timeout";
+        len = 7;
+    } else {
+        v = "connection_failed";
+        len = 17;
+    }
+    sp_span_attr_str(s, owner, "error.type", 10, v, len);
 }
 
 
@@ -319,7 +352,6 @@ static void
 ngx_http_spanprof_client_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t server_end_ns)
 {
-    u_char                     buf[NGX_INT_T_LEN], *q;
     uint64_t                   start, t, total_ms;
     ngx_str_t                 *method;
     ngx_uint_t                 i, n, status, attempts;
@@ -339,9 +371,13 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
             attempts++;
         }
     }
-    /* nginx keeps upstream timings in milliseconds: the CLIENT span ends
-     * with the request and reaches back over the upstream time. */
-    start = server_end_ns - total_ms * 1000000;
+    /* The exchange starts with the content handler and ends with the
+     * request; without a precontent stamp, reach back over nginx's
+     * (millisecond) upstream time. */
+    start = ctx->content_ns;
+    if (start == 0 || start > server_end_ns) {
+        start = server_end_ns - total_ms * 1000000;
+    }
     if (start < ctx->start_ns) {
         start = ctx->start_ns;
     }
@@ -362,18 +398,13 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
 
     ngx_http_spanprof_peer_attrs(s, SP_OWNER_SPAN, last->peer);
 
-    status = last->status;
+    status = ngx_http_spanprof_peer_answered(last) ? last->status : 0;
     if (status) {
         sp_span_attr_cint(s, "http.response.status_code", status);
     }
     if (status >= 400 || status == 0) {
-        q = ngx_sprintf(buf, "%ui", status);
         sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
-        if (status) {
-            sp_span_attr_cstr(s, "error.type", (const char *) buf, q - buf);
-        } else {
-            sp_span_attr_cstr(s, "error.type", "_OTHER", 6);
-        }
+        ngx_http_spanprof_error_type(s, SP_OWNER_SPAN, last);
     }
 
     /* Retries: the resend count and one event per attempt. */
@@ -392,10 +423,12 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
                 continue;
             }
             ngx_http_spanprof_peer_attrs(s, SP_OWNER_EVENT(ev), st[i].peer);
-            if (st[i].status) {
+            if (ngx_http_spanprof_peer_answered(&st[i])) {
                 sp_span_attr_int(s, SP_OWNER_EVENT(ev),
                                  "http.response.status_code", 25,
                                  st[i].status);
+            } else {
+                ngx_http_spanprof_error_type(s, SP_OWNER_EVENT(ev), &st[i]);
             }
         }
     }

@@ -1,0 +1,96 @@
+#!/usr/bin/perl
+# endpoint file:///dir appends one OTLP/JSON object per line to
+# dir/traces.jsonl: top key "resourceSpans", ids as lowercase hex, 64-bit
+# integers as strings, enums as integers; spans queued at quit are flushed.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use SpanProf::Test;
+
+need_module();
+
+my $CONF = <<'EOF';
+otel_exporter { endpoint file://%%PREFIX%%/otel; interval %%INTERVAL%%; }
+otel_service_name file-test;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    add_header X-Trace-Id $otel_trace_id always;
+    add_header X-Span-Id $otel_span_id always;
+    location /f/   { return 200 "file\n"; }
+    location /err/ { return 500; }
+}
+EOF
+
+sub file_spans {
+    my ($file) = @_;
+    return map { spans_from_json($_->{json} || {}) } read_jsonl($file);
+}
+
+subtest 'OTLP/JSON lines' => sub {
+    (my $conf = $CONF) =~ s/%%INTERVAL%%/100ms/;
+    my $ngx = start_nginx(conf => $conf, dirs => ['otel']);
+    my $file = $ngx->prefix . '/otel/traces.jsonl';
+    my %res = (
+        f1  => http_get($ngx->port, '/f/1'),
+        f2  => http_get($ngx->port, '/f/2?q=x'),
+        err => http_get($ngx->port, '/err/e'),
+    );
+    my $got = wait_until(10, sub { scalar(server_spans(file_spans($file))) >= 3 });
+    ok $got, 'three spans written to traces.jsonl' or return diag($ngx->error_log_tail(20));
+
+    my $text = SpanProf::Test::_slurp($file);
+    like $text, qr/\n\z/, 'file ends with a newline';
+    my @lines = read_jsonl($file);
+    for my $l (@lines) {
+        ok !$l->{error} && ref $l->{json} eq 'HASH', 'line is a JSON object' or diag "$l->{error}: $l->{raw}";
+        ok ref $l->{json}{resourceSpans} eq 'ARRAY', 'top key resourceSpans';
+        unlike $l->{raw}, qr/"(?:startTimeUnixNano|endTimeUnixNano|timeUnixNano)"\s*:\s*\d/, '64-bit times are strings';
+        unlike $l->{raw}, qr/"intValue"\s*:\s*-?\d/, 'intValue is a string';
+        unlike $l->{raw}, qr/"resource_spans"|"trace_id"/, 'lowerCamelCase field names';
+    }
+    my $raw = join "\n", map { $_->{raw} } @lines;
+    like $raw, qr/"startTimeUnixNano"\s*:\s*"\d{19}"/, 'startTimeUnixNano as a decimal string';
+    like $raw, qr/"intValue"\s*:\s*"200"/, 'int attribute as {"intValue":"200"}';
+    like $raw, qr/"kind"\s*:\s*2\b/, 'kind as an integer';
+
+    my @spans = server_spans(file_spans($file));
+    for my $k (sort keys %res) {
+        my $r = $res{$k};
+        my @m = grep { $_->{trace_id} eq ($r->{headers}{'x-trace-id'} // '') } @spans;
+        is scalar @m, 1, "$k: one span with its trace id" or next;
+        my $s = $m[0];
+        like $s->{trace_id}, qr/^[0-9a-f]{32}$/, "$k: traceId lowercase hex";
+        like $s->{span_id}, qr/^[0-9a-f]{16}$/, "$k: spanId lowercase hex";
+        is $s->{span_id}, $r->{headers}{'x-span-id'}, "$k: spanId = \$otel_span_id";
+        is $s->{parent_span_id}, '', "$k: no parent";
+        ok $s->{start} > 1e18 && $s->{start} <= $s->{end}, "$k: timestamps";
+        is $s->{resource}{'service.name'}, 'file-test', "$k: resource service.name";
+        is $s->{scope}{name}, 'spanprof', "$k: scope name";
+        ok $s->{flags} & 0x100, "$k: flags";
+    }
+    my ($f2) = by_path('/f/2', @spans);
+    is $f2->{name}, 'GET /f/', 'name';
+    is $f2->{attrs}{'url.query'}, 'q=x', 'url.query';
+    is $f2->{attrs}{'http.response.status_code'}, 200, 'status code';
+    is $f2->{attr_types}{'http.response.status_code'}, 'int', 'status code is an int';
+    my ($e) = by_path('/err/e', @spans);
+    is $e->{status_code}, 'STATUS_CODE_ERROR', 'status code 2 on 500';
+    is $e->{attrs}{'error.type'}, '500', 'error.type';
+    is scalar($ngx->crash_lines), 0, 'no crash';
+};
+
+subtest 'flushed at quit' => sub {
+    (my $conf = $CONF) =~ s/%%INTERVAL%%/60s/;
+    my $ngx = start_nginx(conf => $conf, dirs => ['otel']);
+    my $file = $ngx->prefix . '/otel/traces.jsonl';
+    http_get($ngx->port, "/f/q$_") for 1 .. 3;
+    my $took = $ngx->quit(15);
+    ok $took < 10, "quit in $took s";
+    my @spans = server_spans(file_spans($file));
+    is scalar(grep { ($_->{attrs}{'url.path'} // '') =~ m{^/f/q\d$} } @spans), 3, 'the 3 queued spans were written'
+        or diag $ngx->error_log_tail(20);
+};
+
+done_testing;

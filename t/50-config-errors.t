@@ -1,0 +1,166 @@
+#!/usr/bin/perl
+# Configuration errors: `nginx -t` exits non-zero and points to
+# <conf path>:<line> of the bad directive. Valid configurations using every
+# directive pass.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use File::Temp ();
+use SpanProf::Test;
+
+need_module();
+
+my $SERVER = <<'EOF';
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    location / { return 204; }
+}
+EOF
+
+my @bad = (
+    ['otel_trace_context bogus', <<"EOF", qr/otel_trace_context bogus/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+}
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    location / {
+        otel_trace_context bogus;
+        return 204;
+    }
+}
+EOF
+    ['endpoint ftp://x', <<"EOF", qr/endpoint ftp:/],
+otel_exporter {
+    interval 1s;
+    endpoint ftp://x;
+    batch_size 10;
+}
+$SERVER
+EOF
+    ['batch_size -1', <<"EOF", qr/batch_size -1/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+    batch_size -1;
+    interval 1s;
+}
+$SERVER
+EOF
+    ['interval abc', <<"EOF", qr/interval abc/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+    interval abc;
+}
+$SERVER
+EOF
+    ['compression brotli', <<"EOF", qr/compression brotli/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+    compression brotli;
+}
+$SERVER
+EOF
+    ['otel_span_attr with one argument', <<"EOF", qr/otel_span_attr only_a_name/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+}
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_span_attr app.ok value;
+    otel_span_attr only_a_name;
+    location / { return 204; }
+}
+EOF
+    ['otel_exporter without endpoint', <<"EOF", qr/otel_exporter \{ interval 1s; \}/],
+otel_service_name svc;
+otel_exporter { interval 1s; }
+$SERVER
+EOF
+);
+
+for my $c (@bad) {
+    my ($name, $conf, $re) = @$c;
+    subtest $name => sub {
+        my ($rc, $out, $path, $text) = nginx_t($conf);
+        isnt $rc, 0, 'nginx -t fails';
+        my $line = conf_line($text, $re);
+        ok $line, "the bad directive is on line $line";
+        like $out, qr/\Q$path\E:$line\b/, "error points to nginx.conf:$line" or diag $out;
+        unlike $out, qr/test is successful/, 'not successful';
+    };
+}
+
+subtest 'otel_trace on without otel_exporter' => sub {
+    my ($rc, $out) = nginx_t($SERVER);
+    isnt $rc, 0, 'nginx -t fails';
+    like $out, qr/otel_exporter/, 'message names otel_exporter' or diag $out;
+};
+
+my $ca = File::Temp::tempdir('spanprof-ca-XXXXXX', TMPDIR => 1, CLEANUP => 1) . '/ca.pem';
+{
+    # any PEM: nginx -t does not connect; copied from the system store when
+    # there is one, so the module may also parse it
+    my $sys = '/etc/ssl/certs/ca-certificates.crt';
+    open(my $out, '>', $ca) or die;
+    if (open(my $in, '<', $sys)) { local $/; print $out scalar <$in> }
+    close $out;
+}
+
+my @good = (
+    ['every directive', <<"EOF"],
+otel_exporter {
+    endpoint https://127.0.0.1:4318;
+    interval 5s;
+    batch_size 100;
+    batch_count 4;
+    header X-Token abc;
+    header X-Other "two words";
+    trusted_certificate $ca;
+    compression gzip;
+    timeout 5s;
+    connect_timeout 1s;
+    shutdown_timeout 2s;
+}
+otel_service_name my-service;
+otel_resource_attr deployment.environment test;
+otel_resource_attr team "a team";
+map \$arg_trace \$do_trace { default 0; 1 1; }
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace \$do_trace;
+    otel_trace_context propagate;
+    otel_span_name "\$request_method \$uri";
+    otel_span_attr app.user \$arg_user;
+    otel_span_attr app.const value;
+    location /a/ { otel_trace on; otel_trace_context extract; return 204; }
+    location /b/ { otel_trace off; otel_trace_context inject; return 204; }
+    location /c/ { otel_trace_context ignore; return 204; }
+}
+EOF
+    ['file endpoint, compression none', <<"EOF"],
+otel_exporter { endpoint file://%%PREFIX%%; compression none; }
+$SERVER
+EOF
+    ['endpoint http with a base path', <<"EOF"],
+otel_exporter { endpoint http://127.0.0.1:4318/base; }
+$SERVER
+EOF
+    ['no otel_trace anywhere, no exporter', <<"EOF"],
+server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }
+EOF
+);
+
+for my $c (@good) {
+    my ($name, $conf) = @$c;
+    subtest "valid: $name" => sub {
+        my ($rc, $out) = nginx_t($conf);
+        is $rc, 0, 'nginx -t passes' or diag $out;
+        like $out, qr/test is successful/, 'successful';
+    };
+}
+
+done_testing;
