@@ -20,6 +20,8 @@ CORE_LIBS   := -lprotobuf-c -lcurl -lz -lunwind -lpthread
 NGX_BUILD   := $(BUILD)/nginx
 NGX_TREE    := $(BUILD)/nginx-src
 NGX_MODULE  := $(NGX_BUILD)/ngx_http_spanprof_module.so
+# Test-only module with named CPU burners, built by the same configure.
+NGX_BURN    := $(NGX_BUILD)/ngx_http_spanprof_burn_module.so
 
 UNIT_SRCS   := $(wildcard t/unit/test_*.c)
 UNIT_BINS   := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
@@ -38,12 +40,14 @@ $(GEN_SRCS): $(GEN)/.stamp
 # --- nginx dynamic module (nginx's own build, Debian's configure flags) ------
 NGX_CONF_FLAGS = $(shell bash -c '. $(NGX_SRC)/conf_flags 2>/dev/null; echo "$${NGX_CONF_FLAGS[@]}"')
 
-$(NGX_BUILD)/Makefile: config $(COMMON_SRCS) $(wildcard ngx_module/*.c) $(addprefix proto/,$(PROTOS))
+$(NGX_BUILD)/Makefile: config t/ngx_burn/config $(COMMON_SRCS) $(wildcard ngx_module/*.c) $(addprefix proto/,$(PROTOS))
 	rm -rf $(NGX_TREE) && mkdir -p $(BUILD) && cp -r $(NGX_SRC) $(NGX_TREE)
 	cd $(NGX_TREE) && ./configure $(NGX_CONF_FLAGS) \
 	    --with-cc-opt='-g -O2 -fPIC -fstack-protector-strong -D_FORTIFY_SOURCE=2' \
 	    --with-ld-opt='-Wl,-z,relro -Wl,-z,now -fPIC' \
-	    --add-dynamic-module=$(CURDIR) --builddir=$(abspath $(NGX_BUILD)) >/dev/null
+	    --add-dynamic-module=$(CURDIR) \
+	    --add-dynamic-module=$(CURDIR)/t/ngx_burn \
+	    --builddir=$(abspath $(NGX_BUILD)) >/dev/null
 
 nginx: $(NGX_BUILD)/Makefile
 	$(MAKE) -C $(NGX_TREE) -f $(abspath $(NGX_BUILD))/Makefile modules

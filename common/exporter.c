@@ -19,6 +19,7 @@
 #include "exporter.h"
 #include "http_client.h"
 #include "otlp_traces.h"
+#include "profile_export.h"
 #include "span_queue.h"
 
 #define MS                      1000000ull
@@ -27,6 +28,8 @@
 #define MAX_ATTEMPTS            6
 #define REPORT_EVERY_MS         1000
 #define ERROR_LOG_EVERY_MS      5000
+#define SAMPLE_DRAIN_MS         200     /* the sample ring is emptied this
+                                           often, whatever the interval */
 
 /* An encoded request waiting to be sent (or retried). */
 typedef struct {
@@ -44,6 +47,8 @@ struct sp_exporter {
     char                *trusted_certificate;
     char                *url;              /* {endpoint}/v1/traces */
     char                *file_path;        /* file://: {dir}/traces.jsonl */
+    char                *profiles_url;     /* {endpoint}/v1development/... */
+    char                *pyroscope_url;
 
     sp_span_queue_t     *queue;
     int                  wake_fd;
@@ -62,6 +67,8 @@ struct sp_exporter {
     uint64_t             next_flush;
     uint64_t             last_report, last_error_log;
     uint64_t             reported_queue_drops, reported_export_drops;
+    sp_profile_export_t *profiles;
+    uint64_t             next_drain;
 
     _Atomic uint64_t     spans_exported, spans_dropped_export, spans_rejected,
                          batches_sent, batches_failed, retries, spans_queued;
@@ -128,6 +135,9 @@ exporter_free(sp_exporter_t *e)
     free(e->trusted_certificate);
     free(e->url);
     free(e->file_path);
+    free(e->profiles_url);
+    free(e->pyroscope_url);
+    sp_profile_export_free(e->profiles);
     sp_span_queue_destroy(e->queue);
     sp_resource_free(&e->resource);
     sp_arena_free(&e->arena);
@@ -367,11 +377,24 @@ exporter_thread(void *arg)
     int             stopping, progress;
 
     e->next_flush = sp_mono_ns() + e->conf.interval_ms * MS;
+    e->next_drain = sp_mono_ns() + SAMPLE_DRAIN_MS * MS;
 
     for ( ;; ) {
         now = sp_mono_ns();
         stopping = atomic_load(&e->stopping);
         deadline = stopping ? atomic_load(&e->deadline) : 0;
+
+        if (e->profiles != NULL && !stopping) {
+            if (now >= sp_profile_export_due(e->profiles)) {
+                sp_profile_export_flush(e->profiles, e->conf.timeout_ms);
+                now = sp_mono_ns();
+            } else if (now >= e->next_drain) {
+                sp_profile_export_drain(e->profiles);
+            }
+            if (now >= e->next_drain) {
+                e->next_drain = now + SAMPLE_DRAIN_MS * MS;
+            }
+        }
 
         /* Fill pending batches: full batches at once, partial ones when the
          * interval is due or the process stops. */
@@ -411,6 +434,9 @@ exporter_thread(void *arg)
         if (e->npending > 0 && e->batches[e->head].next_try < t) {
             t = e->batches[e->head].next_try;
         }
+        if (e->profiles != NULL && !stopping && e->next_drain < t) {
+            t = e->next_drain;
+        }
         wait = t > now ? (t - now + MS - 1) / MS : 0;
         pfd.fd = e->wake_fd;
         pfd.events = POLLIN;
@@ -418,6 +444,15 @@ exporter_thread(void *arg)
             if (read(e->wake_fd, &v, sizeof(v)) < 0) {
                 /* EAGAIN: another read took it; nothing to do. */
             }
+        }
+    }
+
+    /* The last profile goes out with what time is left. */
+    if (e->profiles != NULL) {
+        now = sp_mono_ns();
+        deadline = atomic_load(&e->deadline);
+        if (deadline > now + 10 * MS) {
+            sp_profile_export_flush(e->profiles, (deadline - now) / MS);
         }
     }
 
@@ -442,7 +477,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     size_t          n, i;
     int             rc;
 
-    why = sp_exporter_endpoint_error(conf->endpoint);
+    /* No endpoint: profiles for Pyroscope only, no spans. */
+    why = conf->endpoint != NULL ? sp_exporter_endpoint_error(conf->endpoint)
+                                 : NULL;
     if (why != NULL) {
         snprintf(err, errlen, "endpoint \"%s\" %s", conf->endpoint, why);
         return NULL;
@@ -474,7 +511,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     sp_arena_init(&e->arena, 256 * 1024);
 
     /* Own copies of everything the thread reads. */
-    e->endpoint = strdup(conf->endpoint);
+    e->endpoint = strdup(conf->endpoint != NULL ? conf->endpoint : "");
     e->trusted_certificate = dup_or_null(conf->trusted_certificate);
     for (n = 0; conf->headers != NULL && conf->headers[n] != NULL; n++) {
         /* count */
@@ -514,7 +551,10 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         }
     }
 
-    if (strncmp(e->endpoint, "file://", 7) == 0) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (e->endpoint[0] == '\0') {
+        /* no span export */
+    } else if (strncmp(e->endpoint, "file://", 7) == 0) {
         e->file_path = concat(e->endpoint + 7, "/traces.jsonl");
         if (e->file_path == NULL) {
             goto nomem;
@@ -525,10 +565,13 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         e->url = concat(e->endpoint,
                         n > 0 && e->endpoint[n - 1] == '/' ? "v1/traces"
                                                            : "/v1/traces");
-        if (e->url == NULL) {
+        e->profiles_url = concat(e->endpoint,
+                                 n > 0 && e->endpoint[n - 1] == '/'
+                                 ? "v1development/profiles"
+                                 : "/v1development/profiles");
+        if (e->url == NULL || e->profiles_url == NULL) {
             goto nomem;
         }
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         e->http = sp_http_client_new(&(sp_http_client_conf_t) {
             .headers = e->conf.headers,
             .trusted_certificate = e->trusted_certificate,
@@ -548,6 +591,28 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
     for (i = 0; i < e->conf.batch_count; i++) {
         sp_buf_init(&e->batches[i].body);
+    }
+
+    if (conf->profiling) {
+        if (conf->pyroscope_url != NULL) {
+            e->pyroscope_url = strdup(conf->pyroscope_url);
+            if (e->pyroscope_url == NULL) {
+                goto nomem;
+            }
+        }
+        e->profiles = sp_profile_export_new(&(sp_profile_export_conf_t) {
+            .otlp_url = e->profiles_url,
+            .otlp_http = e->http,
+            .dir = e->file_path != NULL ? e->endpoint + 7 : NULL,
+            .pyroscope_url = e->pyroscope_url,
+            .resource = &e->resource,
+            .interval_ms = conf->profiles_interval_ms
+                           ? conf->profiles_interval_ms : 10000,
+            .log = &e->conf.log,
+        });
+        if (e->profiles == NULL) {
+            goto nomem;
+        }
     }
 
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -629,12 +694,21 @@ sp_exporter_stop(sp_exporter_t *e)
             return;
         }
     }
-    sp_logf(&e->conf.log, SP_LOG_INFO,
-            "spanprof: exporter stopped: %llu spans exported, %llu dropped "
-            "(queue full), %llu dropped (export failed)",
-            (unsigned long long) atomic_load(&e->spans_exported),
-            (unsigned long long) sp_span_queue_dropped(e->queue),
-            (unsigned long long) atomic_load(&e->spans_dropped_export));
+    {
+        sp_exporter_stats_t  st;
+
+        sp_exporter_get_stats(e, &st);
+        sp_logf(&e->conf.log, SP_LOG_INFO,
+                "spanprof: exporter stopped: %llu spans exported, %llu "
+                "dropped (queue full), %llu dropped (export failed); %llu "
+                "profiles exported from %llu samples, %llu failed",
+                (unsigned long long) st.spans_exported,
+                (unsigned long long) st.spans_dropped_queue_full,
+                (unsigned long long) st.spans_dropped_export,
+                (unsigned long long) st.profiles_exported,
+                (unsigned long long) st.profile_samples,
+                (unsigned long long) st.profiles_failed);
+    }
     sp_http_client_free(e->http);
     if (e->file_fd >= 0) {
         close(e->file_fd);
@@ -653,4 +727,9 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     st->batches_sent = atomic_load(&e->batches_sent);
     st->batches_failed = atomic_load(&e->batches_failed);
     st->retries = atomic_load(&e->retries);
+    /* Read from another thread: only approximate while running. */
+    if (e->profiles != NULL) {
+        sp_profile_export_stats(e->profiles, &st->profiles_exported,
+                                &st->profiles_failed, &st->profile_samples);
+    }
 }

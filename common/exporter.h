@@ -16,10 +16,17 @@
  * protobuf), retried with exponential backoff on 429/502/503/504 and network
  * errors (honouring Retry-After) while at most batch_count encoded batches
  * wait; other 4xx/5xx drop the batch with a rate-limited error.
- * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl. */
+ * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl.
+ *
+ * With profiling on (and the sampler started in this process) the thread
+ * also drains the sample ring, and every profiles_interval_ms exports the
+ * aggregated, symbolized CPU profile: OTLP profiles to
+ * {base}/v1development/profiles, or dir/cpu-<unix ms>-<pid>.pb.gz (gzip'd
+ * pprof) with a file endpoint, and pprof to Pyroscope's {pyroscope}/ingest
+ * when pyroscope_url is set. */
 
 typedef struct {
-    const char          *endpoint;
+    const char          *endpoint;           /* NULL: profiles only */
     const char *const   *headers;            /* "Name: value", NULL-ended */
     const char          *trusted_certificate;
     int                  gzip;
@@ -31,6 +38,10 @@ typedef struct {
     uint64_t             shutdown_timeout_ms;/* flush bound at stop */
     const sp_resource_t *resource;           /* copied by start */
     sp_logger_t          log;
+
+    int                  profiling;
+    uint64_t             profiles_interval_ms;
+    const char          *pyroscope_url;      /* NULL: none */
 } sp_exporter_conf_t;
 
 typedef struct sp_exporter sp_exporter_t;
@@ -44,6 +55,9 @@ typedef struct {
     uint64_t  batches_sent;
     uint64_t  batches_failed;
     uint64_t  retries;
+    uint64_t  profiles_exported;
+    uint64_t  profiles_failed;
+    uint64_t  profile_samples;
 } sp_exporter_stats_t;
 
 /* Checks an endpoint URL; NULL when fine, else a static reason. */

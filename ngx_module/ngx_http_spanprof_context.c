@@ -20,10 +20,16 @@ static ngx_str_t  ngx_http_spanprof_tracestate_name =
     ngx_string("tracestate");
 
 
-/* Marks our pool cleanup entry; never does anything itself. */
+/* Marks our pool cleanup entry, and makes sure the thread's labels never
+ * point into a freed pool. */
 static void
 ngx_http_spanprof_ctx_cleanup(void *data)
 {
+    ngx_http_spanprof_ctx_t  *ctx = data;
+
+    if (sp_thread_ctx_current() == &ctx->record) {
+        sp_thread_ctx_detach();
+    }
 }
 
 

@@ -10,6 +10,7 @@
 #include "ngx_http_spanprof_module.h"
 #include "common/clock.h"
 #include "common/resource.h"
+#include "common/sampler.h"
 
 
 static ngx_int_t ngx_http_spanprof_post_read_handler(ngx_http_request_t *r);
@@ -18,6 +19,7 @@ static ngx_int_t ngx_http_spanprof_precontent_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_log_handler(ngx_http_request_t *r);
 
 static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -42,9 +44,14 @@ static char *ngx_http_spanprof_trace_context(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 
 
 sp_exporter_t  *ngx_http_spanprof_exporter;
+static ngx_flag_t  ngx_http_spanprof_export_spans;
 
 
 static ngx_conf_enum_t  ngx_http_spanprof_context_modes[] = {
@@ -69,6 +76,14 @@ static ngx_conf_num_bounds_t  ngx_http_spanprof_batch_size_bounds = {
 
 static ngx_conf_num_bounds_t  ngx_http_spanprof_batch_count_bounds = {
     ngx_conf_check_num_bounds, 1, 1024
+};
+
+static ngx_conf_num_bounds_t  ngx_http_spanprof_rate_bounds = {
+    ngx_conf_check_num_bounds, 1, 1000
+};
+
+static ngx_conf_num_bounds_t  ngx_http_spanprof_depth_bounds = {
+    ngx_conf_check_num_bounds, 1, SP_SAMPLER_MAX_DEPTH
 };
 
 
@@ -172,6 +187,41 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       0,
       NULL },
 
+    { ngx_string("otel_profiling"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_http_spanprof_profiling,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_loc_conf_t, profiling),
+      NULL },
+
+    { ngx_string("otel_profiling_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_rate),
+      &ngx_http_spanprof_rate_bounds },
+
+    { ngx_string("otel_profiling_interval"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_interval),
+      NULL },
+
+    { ngx_string("otel_profiling_max_depth"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_max_depth),
+      &ngx_http_spanprof_depth_bounds },
+
+    { ngx_string("otel_profiling_pyroscope"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_pyroscope,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
       ngx_null_command
 };
 
@@ -181,7 +231,7 @@ static ngx_http_module_t  ngx_http_spanprof_module_ctx = {
     ngx_http_spanprof_postconfiguration,   /* postconfiguration */
 
     ngx_http_spanprof_create_main_conf,    /* create main configuration */
-    NULL,                                  /* init main configuration */
+    ngx_http_spanprof_init_main_conf,      /* init main configuration */
 
     NULL,                                  /* create server configuration */
     NULL,                                  /* merge server configuration */
@@ -246,6 +296,9 @@ ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
     }
+
+    ngx_http_spanprof_profile_request(r, ctx);
+
     return NGX_DECLINED;
 }
 
@@ -263,6 +316,7 @@ ngx_http_spanprof_precontent_handler(ngx_http_request_t *r)
             ctx->content_ns = sp_now_ns();
         }
     }
+    ngx_http_spanprof_bind(r);
     return NGX_DECLINED;
 }
 
@@ -279,14 +333,22 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
     /* Requests finalized before the post-read phase (400s) get their
      * context only now. */
     ctx = ngx_http_spanprof_resolve(r);
-    if (ctx == NULL || ctx->logged || !ctx->sampled
-        || ngx_http_spanprof_exporter == NULL)
-    {
+    if (ctx == NULL || ctx->logged) {
         return NGX_OK;
     }
     ctx->logged = 1;
 
-    return ngx_http_spanprof_export(r, ctx);
+    if (ctx->sampled && ngx_http_spanprof_exporter != NULL
+        && ngx_http_spanprof_export_spans)
+    {
+        (void) ngx_http_spanprof_export(r, ctx);
+    }
+
+    /* The request's code is done; its record goes with its pool. */
+    if (ctx->profiled) {
+        sp_thread_ctx_detach();
+    }
+    return NGX_OK;
 }
 
 
@@ -321,8 +383,24 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
     mcf->timeout = NGX_CONF_UNSET_MSEC;
     mcf->connect_timeout = NGX_CONF_UNSET_MSEC;
     mcf->shutdown_timeout = NGX_CONF_UNSET_MSEC;
+    mcf->profiling_rate = NGX_CONF_UNSET_UINT;
+    mcf->profiling_interval = NGX_CONF_UNSET_MSEC;
+    mcf->profiling_max_depth = NGX_CONF_UNSET_UINT;
 
     return mcf;
+}
+
+
+static char *
+ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_conf_init_uint_value(mcf->profiling_rate, 100);
+    ngx_conf_init_msec_value(mcf->profiling_interval, 10000);
+    ngx_conf_init_uint_value(mcf->profiling_max_depth, 64);
+
+    return NGX_CONF_OK;
 }
 
 
@@ -346,6 +424,7 @@ ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
     lcf->trace = NGX_CONF_UNSET_UINT;
     lcf->context = NGX_CONF_UNSET_UINT;
     lcf->span_attrs = NGX_CONF_UNSET_PTR;
+    lcf->profiling = NGX_CONF_UNSET;
 
     return lcf;
 }
@@ -371,6 +450,7 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* Like add_header: a level with its own otel_span_attr replaces the
      * inherited list. */
     ngx_conf_merge_ptr_value(conf->span_attrs, prev->span_attrs, NULL);
+    ngx_conf_merge_value(conf->profiling, prev->profiling, 0);
 
     return NGX_CONF_OK;
 }
@@ -690,6 +770,61 @@ ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+static char *
+ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    char                           *rv;
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    rv = ngx_conf_set_flag_slot(cf, cmd, conf);
+    if (rv != NGX_CONF_OK) {
+        return rv;
+    }
+
+    if (lcf->profiling) {
+        mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+        mcf->used = 1;
+        mcf->profiling_used = 1;
+    }
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t  *value;
+
+    if (mcf->pyroscope.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strncmp(value[1].data, "http://", 7) != 0
+        && ngx_strncmp(value[1].data, "https://", 8) != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid Pyroscope URL \"%V\": must start with "
+                           "http:// or https://", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    /* Without a trailing slash: "/ingest" is appended. */
+    mcf->pyroscope = value[1];
+    while (mcf->pyroscope.len && mcf->pyroscope.data[mcf->pyroscope.len - 1]
+                                 == '/')
+    {
+        mcf->pyroscope.data[--mcf->pyroscope.len] = '\0';
+    }
+    return NGX_CONF_OK;
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_preconfiguration(ngx_conf_t *cf)
 {
@@ -716,6 +851,19 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
                       "\"otel_trace\" is enabled in %V:%ui but no "
                       "\"otel_exporter\" is configured",
                       &mcf->trace_file, mcf->trace_line);
+        return NGX_ERROR;
+    }
+
+    if (mcf->profiling_used && !mcf->exporter_set && !mcf->pyroscope.len) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "\"otel_profiling\" is on but neither \"otel_exporter\" "
+                      "nor \"otel_profiling_pyroscope\" is configured");
+        return NGX_ERROR;
+    }
+
+    if (mcf->profiling_used
+        && ngx_http_spanprof_profiling_init(cf) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -797,7 +945,10 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
     mcf = http->main_conf[ngx_http_spanprof_module.ctx_index];
-    if (!mcf->used || !mcf->exporter_set) {
+    if (!mcf->used
+        || (!mcf->exporter_set
+            && !(mcf->profiling_used && mcf->pyroscope.len)))
+    {
         return NGX_OK;
     }
 
@@ -835,7 +986,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     }
 
     ngx_memzero(&ec, sizeof(sp_exporter_conf_t));
-    ec.endpoint = (const char *) mcf->endpoint.data;
+    ec.endpoint = mcf->endpoint.len ? (const char *) mcf->endpoint.data : NULL;
     ec.headers = headers;
     ec.trusted_certificate = mcf->trusted_certificate.len
                              ? (const char *) mcf->trusted_certificate.data
@@ -849,14 +1000,24 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.shutdown_timeout_ms = mcf->shutdown_timeout;
     ec.resource = &res;
     ec.log.fn = ngx_http_spanprof_log;
+    ec.profiling = (int) mcf->profiling_used;
+    ec.profiles_interval_ms = mcf->profiling_interval;
+    ec.pyroscope_url = mcf->pyroscope.len ? (const char *) mcf->pyroscope.data
+                                          : NULL;
 
     ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
     sp_resource_free(&res);
 
     if (ngx_http_spanprof_exporter == NULL) {
-        /* Requests are still served, just not traced. */
+        /* Requests are still served, just not traced or profiled. */
         ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
                       "spanprof: exporter not started: %s", err);
+        return NGX_OK;
+    }
+    ngx_http_spanprof_export_spans = mcf->endpoint.len != 0;
+
+    if (mcf->profiling_used) {
+        return ngx_http_spanprof_profiling_start(cycle, mcf);
     }
 
     return NGX_OK;
@@ -867,6 +1028,10 @@ static void
 ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
 {
     sp_exporter_t  *e = ngx_http_spanprof_exporter;
+
+    /* The sampler first, so the last profile is complete when the
+     * exporter flushes it. */
+    ngx_http_spanprof_profiling_stop(cycle);
 
     ngx_http_spanprof_exporter = NULL;
     sp_exporter_stop(e);

@@ -4,6 +4,8 @@
  * ngx_http_spanprof_context.c  per-request trace context and propagation
  * ngx_http_spanprof_span.c     SERVER and CLIENT spans at the log phase
  * ngx_http_spanprof_variables.c  $otel_* variables
+ * ngx_http_spanprof_profiling.c  the sampler in each worker and the binding
+ *                                of requests to the worker's CPU samples
  */
 
 #ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
@@ -15,6 +17,7 @@
 
 #include "common/exporter.h"
 #include "common/ids.h"
+#include "common/thread_ctx.h"
 
 
 #define NGX_HTTP_SPANPROF_TRACE_OFF   0
@@ -57,7 +60,14 @@ typedef struct {
     ngx_str_t                    service_name;
     ngx_array_t                 *resource_attrs; /* of ngx_keyval_t */
 
-    /* Set while parsing: some location traces or propagates. */
+    /* otel_profiling_* */
+    ngx_uint_t                   profiling_rate;
+    ngx_msec_t                   profiling_interval;
+    ngx_uint_t                   profiling_max_depth;
+    ngx_str_t                    pyroscope;
+    ngx_flag_t                   profiling_used;
+
+    /* Set while parsing: some location traces, propagates or profiles. */
     ngx_flag_t                   used;
     ngx_uint_t                   trace_line;
     ngx_str_t                    trace_file;
@@ -70,6 +80,7 @@ typedef struct {
     ngx_uint_t                   context;        /* NGX_HTTP_SPANPROF_CTX_* */
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
+    ngx_flag_t                   profiling;
 } ngx_http_spanprof_loc_conf_t;
 
 
@@ -94,6 +105,10 @@ typedef struct {
     unsigned                     random:1;
     unsigned                     client_span:1;
     unsigned                     logged:1;
+    unsigned                     profiled:1;
+
+    /* The labels of this request's CPU samples (OTEP 4947 record). */
+    sp_thread_ctx_record_t       record;
 } ngx_http_spanprof_ctx_t;
 
 
@@ -115,6 +130,28 @@ ngx_int_t ngx_http_spanprof_export(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);
 
 ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
+
+void ngx_http_spanprof_default_name(ngx_http_request_t *r, ngx_str_t *name);
+
+ngx_int_t ngx_http_spanprof_profiling_init(ngx_conf_t *cf);
+void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx);
+ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
+    ngx_http_spanprof_main_conf_t *mcf);
+void ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle);
+
+/* Labels the thread with the request, if it is profiled; the caller runs
+ * code for r next. */
+static ngx_inline void
+ngx_http_spanprof_bind(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
+    if (ctx != NULL && ctx->profiled) {
+        sp_thread_ctx_attach(&ctx->record);
+    }
+}
 
 
 #endif /* _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_ */

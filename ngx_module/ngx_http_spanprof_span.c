@@ -18,6 +18,10 @@
                      (const char *) (v)->data, (v)->len)
 
 
+static ngx_str_t *ngx_http_spanprof_known_method(ngx_http_request_t *r);
+static ngx_str_t *ngx_http_spanprof_route(ngx_http_request_t *r);
+
+
 static ngx_str_t  ngx_http_spanprof_methods[] = {
     ngx_string("GET"), ngx_string("HEAD"), ngx_string("POST"),
     ngx_string("PUT"), ngx_string("DELETE"), ngx_string("CONNECT"),
@@ -40,6 +44,31 @@ ngx_http_spanprof_known_method(ngx_http_request_t *r)
         }
     }
     return NULL;
+}
+
+
+/* "{method} {route}", "{method}" without a route; "HTTP" for a method
+ * that is not a standard one. */
+void
+ngx_http_spanprof_default_name(ngx_http_request_t *r, ngx_str_t *name)
+{
+    u_char     *p;
+    ngx_str_t  *method, *route;
+
+    method = ngx_http_spanprof_known_method(r);
+    route = ngx_http_spanprof_route(r);
+
+    *name = method ? *method : (ngx_str_t) ngx_string("HTTP");
+    if (route == NULL) {
+        return;
+    }
+    p = ngx_pnalloc(r->pool, name->len + 1 + route->len);
+    if (p == NULL) {
+        return;
+    }
+    ngx_sprintf(p, "%V %V", name, route);
+    name->data = p;
+    name->len += 1 + route->len;
 }
 
 
@@ -157,6 +186,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t end_ns)
 {
     u_char                        *q, buf[NGX_INT_T_LEN];
+    u_char                         hex[2 * SP_SPAN_ID_LEN];
     off_t                          sent;
     ngx_str_t                      v, *method, *route, path, query;
     ngx_uint_t                     i, status;
@@ -185,15 +215,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         sp_span_set_name(s, (const char *) v.data, v.len);
 
     } else {
-        v = method ? *method : (ngx_str_t) ngx_string("HTTP");
-        if (route) {
-            q = ngx_pnalloc(r->pool, v.len + 1 + route->len);
-            if (q != NULL) {
-                ngx_sprintf(q, "%V %V", &v, route);
-                v.data = q;
-                v.len += 1 + route->len;
-            }
-        }
+        ngx_http_spanprof_default_name(r, &v);
         sp_span_set_name(s, (const char *) v.data, v.len);
     }
 
@@ -269,6 +291,13 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         q = ngx_sprintf(buf, "%ui", status);
         sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
         sp_span_attr_cstr(s, "error.type", (const char *) buf, q - buf);
+    }
+
+    /* Grafana's traces-to-profiles link: the span's samples carry its id. */
+    if (ctx->profiled) {
+        sp_hex_encode((char *) hex, ctx->span_id, SP_SPAN_ID_LEN);
+        sp_span_attr_cstr(s, "pyroscope.profile.id", (const char *) hex,
+                          2 * SP_SPAN_ID_LEN);
     }
 
     if (lcf->span_attrs) {

@@ -1,0 +1,43 @@
+#ifndef SP_PROFILE_EXPORT_H
+#define SP_PROFILE_EXPORT_H
+
+#include <stdint.h>
+
+#include "http_client.h"
+#include "log.h"
+#include "resource.h"
+
+/* The profile half of the exporter thread: drains the sampler's ring into
+ * a profile builder, and at each interval symbolizes, encodes and sends the
+ * profile (OTLP profiles over HTTP, a pprof file, pprof to Pyroscope).
+ * Exporter thread only. */
+
+typedef struct sp_profile_export sp_profile_export_t;
+
+typedef struct {
+    const char           *otlp_url;     /* {base}/v1development/profiles */
+    sp_http_client_t     *otlp_http;    /* shared with the traces */
+    const char           *dir;          /* file endpoint directory */
+    const char           *pyroscope_url;
+    const sp_resource_t  *resource;
+    uint64_t              interval_ms;
+    const sp_logger_t    *log;
+} sp_profile_export_conf_t;
+
+sp_profile_export_t *sp_profile_export_new(const sp_profile_export_conf_t *c);
+void sp_profile_export_free(sp_profile_export_t *pe);
+
+/* Moves what the signal handler recorded into the current profile. */
+void sp_profile_export_drain(sp_profile_export_t *pe);
+
+/* Monotonic ns at which the current profile is due. */
+uint64_t sp_profile_export_due(const sp_profile_export_t *pe);
+
+/* Exports the current profile (if it has samples) and starts the next;
+ * each request is bounded by timeout_ms. */
+void sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms);
+
+void sp_profile_export_stats(const sp_profile_export_t *pe,
+    uint64_t *exported, uint64_t *failed, uint64_t *samples);
+
+#endif

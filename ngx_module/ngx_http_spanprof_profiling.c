@@ -1,0 +1,284 @@
+/*
+ * Profiling in nginx: one sampler per worker, and the binding of the
+ * worker's CPU samples to the request whose code is running.
+ *
+ * A worker interleaves many requests on one thread, so the thread's labels
+ * (the OTEP 4947 record pointer) must name a request exactly while code for
+ * it runs, and nothing otherwise. All request code runs from an event
+ * handler called by the event loop. We wrap the event module's
+ * process_events: it collects I/O events as posted events (NGX_POST_EVENTS)
+ * instead of running them, and we then run the posted events and the
+ * expired timers ourselves, each handler bracketed by binding the request
+ * its event belongs to and clearing the labels afterwards. Phase handlers
+ * and header/body filters bind too, for work that switches requests within
+ * one handler (HTTP/2 streams of one connection, pipelined requests).
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include "ngx_http_spanprof_module.h"
+#include "common/sampler.h"
+
+
+static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
+
+
+static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
+static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+
+static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
+    ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
+
+static ngx_flag_t  ngx_http_spanprof_sampling;
+
+
+/* ---- which request an event belongs to ------------------------------------ */
+
+static ngx_http_request_t *
+ngx_http_spanprof_event_request(ngx_event_t *ev)
+{
+    void              *data;
+    ngx_uint_t         n;
+    ngx_cycle_t       *cycle;
+    ngx_connection_t  *c;
+
+    cycle = (ngx_cycle_t *) ngx_cycle;
+    n = cycle->connection_n;
+
+    /* Events of the cycle's connections are known for certain. */
+    if (ev >= cycle->read_events && ev < cycle->read_events + n) {
+        c = &cycle->connections[ev - cycle->read_events];
+
+    } else if (ev >= cycle->write_events && ev < cycle->write_events + n) {
+        c = &cycle->connections[ev - cycle->write_events];
+
+    } else {
+        /* HTTP/2 streams' fake connections and module-owned events: a
+         * connection whose event this is, or the request itself. */
+        data = ev->data;
+        if (data == NULL) {
+            return NULL;
+        }
+        c = data;
+        if (c->read != ev && c->write != ev) {
+            c = NULL;
+        }
+        if (c == NULL) {
+            return (*(uint32_t *) data == NGX_HTTP_MODULE) ? data : NULL;
+        }
+    }
+
+    /* c->data is the request while one is active, else the HTTP (or
+     * HTTP/2) connection state; requests start with their signature. */
+    data = c->data;
+    if (data == NULL || *(uint32_t *) data != NGX_HTTP_MODULE) {
+        return NULL;
+    }
+    return data;
+}
+
+
+static void
+ngx_http_spanprof_run_event(ngx_event_t *ev)
+{
+    ngx_http_request_t  *r;
+
+    r = ngx_http_spanprof_event_request(ev);
+    if (r != NULL) {
+        ngx_http_spanprof_bind(r);
+    }
+
+    ev->handler(ev);
+
+    /* Back to the event loop: no request runs now. */
+    sp_thread_ctx_detach();
+}
+
+
+static void
+ngx_http_spanprof_run_posted(ngx_queue_t *posted)
+{
+    ngx_queue_t  *q;
+    ngx_event_t  *ev;
+
+    while (!ngx_queue_empty(posted)) {
+        q = ngx_queue_head(posted);
+        ev = ngx_queue_data(q, ngx_event_t, queue);
+        ngx_delete_posted_event(ev);
+        ngx_http_spanprof_run_event(ev);
+    }
+}
+
+
+/* ngx_event_expire_timers(), with each handler bracketed. */
+static ngx_flag_t
+ngx_http_spanprof_expire_timers(void)
+{
+    ngx_flag_t          ran;
+    ngx_event_t        *ev;
+    ngx_rbtree_node_t  *node, *root, *sentinel;
+
+    ran = 0;
+    sentinel = ngx_event_timer_rbtree.sentinel;
+
+    for ( ;; ) {
+        root = ngx_event_timer_rbtree.root;
+        if (root == sentinel) {
+            return ran;
+        }
+
+        node = ngx_rbtree_min(root, sentinel);
+        if ((ngx_msec_int_t) (node->key - ngx_current_msec) > 0) {
+            return ran;
+        }
+
+        ev = ngx_rbtree_data(node, ngx_event_t, timer);
+        ngx_rbtree_delete(&ngx_event_timer_rbtree, &ev->timer);
+        ev->timer_set = 0;
+        ev->timedout = 1;
+        ran = 1;
+
+        ngx_http_spanprof_run_event(ev);
+    }
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
+    ngx_uint_t flags)
+{
+    ngx_int_t  rc;
+
+    sp_thread_ctx_detach();
+
+    rc = ngx_http_spanprof_process_events_next(cycle, timer,
+                                               flags | NGX_POST_EVENTS);
+
+    /* nginx's own order: accept events, timers, then the other events; our
+     * loop leaves nginx nothing to run unbracketed after we return. */
+    ngx_http_spanprof_run_posted(&ngx_posted_accept_events);
+
+    do {
+        (void) ngx_http_spanprof_expire_timers();
+        ngx_http_spanprof_run_posted(&ngx_posted_events);
+    } while (ngx_http_spanprof_expire_timers()
+             || !ngx_queue_empty(&ngx_posted_events));
+
+    return rc;
+}
+
+
+/* ---- requests ------------------------------------------------------------- */
+
+/* Called at the rewrite phase (again after internal redirects): decides
+ * whether the request is profiled in its location and fills its record. */
+void
+ngx_http_spanprof_profile_request(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx)
+{
+    ngx_str_t                      name;
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    if (!ngx_http_spanprof_sampling) {
+        return;
+    }
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+    if (!lcf->profiling) {
+        if (ctx->profiled) {
+            ctx->profiled = 0;
+            sp_thread_ctx_detach();
+        }
+        return;
+    }
+
+    ngx_http_spanprof_default_name(r, &name);
+    sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
+                              (const char *) name.data, name.len);
+    ctx->profiled = 1;
+    sp_thread_ctx_attach(&ctx->record);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_header_filter(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_bind(r);
+    return ngx_http_next_header_filter(r);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_http_spanprof_bind(r);
+    return ngx_http_next_body_filter(r, in);
+}
+
+
+/* ---- configuration and process hooks ------------------------------------- */
+
+ngx_int_t
+ngx_http_spanprof_profiling_init(ngx_conf_t *cf)
+{
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
+
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
+
+    return NGX_OK;
+}
+
+
+ngx_int_t
+ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
+    ngx_http_spanprof_main_conf_t *mcf)
+{
+    char               err[256];
+    sp_sampler_conf_t  sc;
+
+    sc.rate_hz = (unsigned) mcf->profiling_rate;
+    sc.max_depth = (unsigned) mcf->profiling_max_depth;
+    /* A few seconds of samples at the full rate: the exporter thread
+     * drains the ring every 200 ms. */
+    sc.ring_capacity = 4 * mcf->profiling_rate < 1024
+                       ? 1024 : 4 * mcf->profiling_rate;
+
+    if (sp_sampler_start(&sc, err, sizeof(err)) != 0) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "spanprof: profiling disabled: %s", err);
+        return NGX_OK;
+    }
+
+    if (sp_sampler_thread_register() != 0) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_errno,
+                      "spanprof: profiling disabled: the CPU timer could not "
+                      "be set");
+        sp_sampler_stop();
+        return NGX_OK;
+    }
+
+    ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
+    ngx_event_actions.process_events = ngx_http_spanprof_process_events;
+    ngx_http_spanprof_sampling = 1;
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle)
+{
+    if (!ngx_http_spanprof_sampling) {
+        return;
+    }
+    ngx_http_spanprof_sampling = 0;
+    sp_sampler_stop();
+    sp_thread_ctx_detach();
+}

@@ -1,0 +1,285 @@
+/*
+ * Test-only: content handlers that use CPU in functions with known names,
+ * so that the profiling tests can tell from a stack which request ran.
+ *
+ *   spanprof_burn alpha|beta <total ms> [slices];
+ *       burns <total ms> of thread CPU time in spanprof_burn_alpha() or
+ *       spanprof_burn_beta(); with slices > 1 it burns a slice, then yields
+ *       to the event loop on a 1 ms timer of the connection's write event
+ *       (as limit_req delays do) before the next slice.
+ *   spanprof_wait <ms>;
+ *       answers after <ms> without using CPU (a slow upstream).
+ */
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <time.h>
+
+
+typedef struct {
+    ngx_uint_t   fn;            /* 0 alpha, 1 beta, 2 wait */
+    ngx_msec_t   total;
+    ngx_uint_t   slices;
+} ngx_http_spanprof_burn_loc_conf_t;
+
+
+typedef struct {
+    ngx_uint_t   done;
+} ngx_http_spanprof_burn_ctx_t;
+
+
+static char *ngx_http_spanprof_burn(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static void *ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf);
+
+
+static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
+
+    { ngx_string("spanprof_burn"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      ngx_http_spanprof_burn,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("spanprof_wait"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_wait,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_spanprof_burn_module_ctx = {
+    NULL, NULL, NULL, NULL, NULL, NULL,
+    ngx_http_spanprof_burn_create_loc_conf,
+    NULL
+};
+
+
+ngx_module_t  ngx_http_spanprof_burn_module = {
+    NGX_MODULE_V1,
+    &ngx_http_spanprof_burn_module_ctx,
+    ngx_http_spanprof_burn_commands,
+    NGX_HTTP_MODULE,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NGX_MODULE_V1_PADDING
+};
+
+
+static volatile uint64_t  ngx_http_spanprof_burn_sink;
+
+
+static uint64_t
+ngx_http_spanprof_cpu_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+/* The two burners differ in name only; noinline keeps them on the stack. */
+__attribute__((noinline)) void
+spanprof_burn_alpha(ngx_msec_t ms)
+{
+    uint64_t  end = ngx_http_spanprof_cpu_ns() + ms * 1000000, x = 1;
+
+    while (ngx_http_spanprof_cpu_ns() < end) {
+        for (int i = 0; i < 5000; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        }
+        ngx_http_spanprof_burn_sink = x;
+    }
+}
+
+
+__attribute__((noinline)) void
+spanprof_burn_beta(ngx_msec_t ms)
+{
+    uint64_t  end = ngx_http_spanprof_cpu_ns() + ms * 1000000, x = 3;
+
+    while (ngx_http_spanprof_cpu_ns() < end) {
+        for (int i = 0; i < 5000; i++) {
+            x = x * 2862933555777941757ULL + 3037000493ULL;
+        }
+        ngx_http_spanprof_burn_sink = x;
+    }
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_burn_respond(ngx_http_request_t *r)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = 5;
+    ngx_str_set(&r->headers_out.content_type, "text/plain");
+
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+    b->pos = (u_char *) "done\n";
+    b->last = b->pos + 5;
+    b->memory = 1;
+    b->last_buf = 1;
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+static void
+ngx_http_spanprof_burn_step(ngx_http_request_t *r)
+{
+    ngx_event_t                        *wev;
+    ngx_http_spanprof_burn_ctx_t       *ctx;
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
+    ctx = ngx_http_get_module_ctx(r, ngx_http_spanprof_burn_module);
+    wev = r->connection->write;
+
+    if (wev->timedout) {
+        wev->timedout = 0;
+    }
+
+    if (lcf->fn != 2 && ctx->done < lcf->slices) {
+        if (lcf->fn == 0) {
+            spanprof_burn_alpha(lcf->total / lcf->slices);
+        } else {
+            spanprof_burn_beta(lcf->total / lcf->slices);
+        }
+        ctx->done++;
+    } else if (lcf->fn == 2 && ctx->done == 0) {
+        ctx->done = 1;
+        ngx_add_timer(wev, lcf->total);
+        return;
+    } else {
+        ctx->done = lcf->slices + 1;
+    }
+
+    if (lcf->fn != 2 && ctx->done < lcf->slices) {
+        /* Back to the event loop until the next slice. */
+        ngx_add_timer(wev, 1);
+        return;
+    }
+
+    ngx_http_finalize_request(r, ngx_http_spanprof_burn_respond(r));
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_burn_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                      rc;
+    ngx_http_spanprof_burn_ctx_t  *ctx;
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_spanprof_burn_ctx_t));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_http_set_ctx(r, ctx, ngx_http_spanprof_burn_module);
+
+    r->main->count++;
+    r->write_event_handler = ngx_http_spanprof_burn_step;
+    ngx_http_spanprof_burn_step(r);
+
+    return NGX_DONE;
+}
+
+
+static void *
+ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf)
+{
+    return ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_burn_loc_conf_t));
+}
+
+
+static char *
+ngx_http_spanprof_burn(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_burn_loc_conf_t *lcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_int_t                  n;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "alpha") == 0) {
+        lcf->fn = 0;
+    } else if (ngx_strcmp(value[1].data, "beta") == 0) {
+        lcf->fn = 1;
+    } else {
+        return "takes \"alpha\" or \"beta\"";
+    }
+
+    n = ngx_atoi(value[2].data, value[2].len);
+    if (n <= 0) {
+        return "takes a positive number of milliseconds";
+    }
+    lcf->total = n;
+    lcf->slices = 1;
+
+    if (cf->args->nelts == 4) {
+        n = ngx_atoi(value[3].data, value[3].len);
+        if (n <= 0) {
+            return "takes a positive number of slices";
+        }
+        lcf->slices = n;
+    }
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_spanprof_burn_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_burn_loc_conf_t *lcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_int_t                  n;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+    if (n < 0) {
+        return "takes a number of milliseconds";
+    }
+    lcf->fn = 2;
+    lcf->total = n;
+    lcf->slices = 1;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_spanprof_burn_handler;
+
+    return NGX_CONF_OK;
+}
