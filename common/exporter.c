@@ -170,7 +170,7 @@ report_drops(sp_exporter_t *e, uint64_t now, int force)
     {
         return;
     }
-    sp_logf(&e->conf.log, SP_LOG_WARN,
+    sp_logf(&e->conf.log, SP_LOG_ERR,
             "spanprof: dropped %llu spans (queue full) and %llu spans "
             "(export failed) since the last report",
             (unsigned long long) (q - e->reported_queue_drops),
@@ -313,7 +313,7 @@ send_head(sp_exporter_t *e, uint64_t now)
         }
         if (rejected > 0) {
             atomic_fetch_add(&e->spans_rejected, (uint64_t) rejected);
-            sp_logf(&e->conf.log, SP_LOG_WARN,
+            sp_logf(&e->conf.log, SP_LOG_ERR,
                     "spanprof: collector rejected %lld of %zu spans: %s",
                     (long long) rejected, b->nspans, msg);
         }

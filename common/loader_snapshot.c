@@ -13,6 +13,14 @@
 
 #define RETIRED_MAX  8
 
+#if defined(__x86_64__)
+#define RELOC_JUMP_SLOT  R_X86_64_JUMP_SLOT
+#define RELOC_GLOB_DAT   R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define RELOC_JUMP_SLOT  R_AARCH64_JUMP_SLOT
+#define RELOC_GLOB_DAT   R_AARCH64_GLOB_DAT
+#endif
+
 typedef struct {
     size_t              n;
     unsigned long long  adds, subs;
@@ -249,7 +257,7 @@ patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rela, size_t size,
         unsigned long  type = ELF64_R_TYPE(rela[i].r_info);
         unsigned long  sym = ELF64_R_SYM(rela[i].r_info);
 
-        if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+        if ((type != RELOC_JUMP_SLOT && type != RELOC_GLOB_DAT)
             || sym == 0
             || strcmp(strtab + symtab[sym].st_name, "dl_iterate_phdr") != 0)
         {

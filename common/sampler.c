@@ -80,7 +80,13 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
         s->has_ctx = 1;
     }
 
+#if defined(__x86_64__)
     pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    pc = (uintptr_t) uc->uc_mcontext.pc;
+#else
+#error "spanprof's sampler knows the pc register of x86_64 and aarch64 only"
+#endif
     s->frames[0] = pc;
     s->nframes = 1;
 

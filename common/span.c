@@ -190,6 +190,37 @@ sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
 }
 
 int
+sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
+    const char *val, size_t vlen)
+{
+    sp_attr_t  *a;
+    size_t      i;
+    int         off;
+
+    for (i = 0; i < s->nattrs; i++) {
+        a = &s->attrs[i];
+        if (a->owner != SP_OWNER_SPAN || a->key_len != klen
+            || memcmp(s->arena + a->key_off, key, klen) != 0)
+        {
+            continue;
+        }
+        if (vlen > SP_SPAN_MAX_VALUE) {
+            vlen = SP_SPAN_MAX_VALUE;
+        }
+        off = arena_put(s, val, &vlen);
+        if (off < 0) {
+            s->dropped_attrs++;
+            return -1;
+        }
+        a->type = SP_ATTR_STRING;
+        a->str_off = (uint16_t) off;
+        a->str_len = (uint16_t) vlen;
+        return 0;
+    }
+    return sp_span_attr_str(s, SP_OWNER_SPAN, key, klen, val, vlen);
+}
+
+int
 sp_span_add_event(sp_span_t *s, const char *name, size_t len,
     uint64_t time_ns)
 {

@@ -96,6 +96,11 @@ int sp_span_attr_bool(sp_span_t *s, unsigned owner, const char *key,
 int sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, double val);
 
+/* A span attribute that replaces an earlier one with the same key (the
+ * user's attributes override the module's). */
+int sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
+    const char *val, size_t vlen);
+
 /* Adds an event; returns its index, or -1 when dropped. */
 int sp_span_add_event(sp_span_t *s, const char *name, size_t len,
     uint64_t time_ns);

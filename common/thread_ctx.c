@@ -10,14 +10,14 @@ __thread sp_thread_ctx_record_t *otel_thread_ctx_v1;
 void
 sp_thread_ctx_record_init(sp_thread_ctx_record_t *rec,
     const uint8_t trace_id[SP_TRACE_ID_LEN],
-    const uint8_t span_id[SP_SPAN_ID_LEN], const char *span_name,
-    size_t name_len)
+    const uint8_t span_id[SP_SPAN_ID_LEN], uint8_t trace_flags,
+    const char *span_name, size_t name_len)
 {
     rec->valid = 0;
     atomic_signal_fence(memory_order_seq_cst);
     memcpy(rec->trace_id, trace_id, SP_TRACE_ID_LEN);
     memcpy(rec->span_id, span_id, SP_SPAN_ID_LEN);
-    rec->reserved = 0;
+    rec->trace_flags = trace_flags;
     rec->attrs_data_size = 0;
     if (span_name != NULL && name_len > 0) {
         if (name_len > SP_THREAD_CTX_ATTRS_MAX - 2) {

@@ -12,6 +12,9 @@
  * the record of the request being served, or NULL between requests. Our
  * SIGPROF handler reads it, and so can an external OTel eBPF profiler.
  *
+ * The attribute keys are published in the process context (OTEP 4719,
+ * see process_context.h): index 0 is "span.name".
+ *
  * Binding a request to a thread is one pointer store: the server glue keeps
  * one record per request (valid for the request's lifetime) and attaches it
  * while the thread runs code for that request, detaching it before control
@@ -24,23 +27,26 @@
 /* attrs_data holds [key index][length][UTF-8 value] entries; key indices
  * name the keys the process context publishes (0 = "span.name"). */
 #define SP_THREAD_CTX_ATTR_SPAN_NAME  0
+#define SP_THREAD_CTX_ATTR_KEYS       { "span.name" }
+#define SP_THREAD_CTX_SCHEMA          "tlsdesc_v1_dev"
 
 typedef struct {
     uint8_t   trace_id[SP_TRACE_ID_LEN];   /* big-endian W3C bytes */
     uint8_t   span_id[SP_SPAN_ID_LEN];
     uint8_t   valid;
-    uint8_t   reserved;
+    uint8_t   trace_flags;                 /* W3C trace-flags byte */
     uint16_t  attrs_data_size;
     uint8_t   attrs_data[SP_THREAD_CTX_ATTRS_MAX];
 } sp_thread_ctx_record_t;
 
 extern __thread sp_thread_ctx_record_t *otel_thread_ctx_v1;
 
-/* Fills a record (not attached yet); the span name is truncated to fit. */
+/* Fills a record, which must not be attached now (readers only follow
+ * the pointer); the span name is truncated to fit. */
 void sp_thread_ctx_record_init(sp_thread_ctx_record_t *rec,
     const uint8_t trace_id[SP_TRACE_ID_LEN],
-    const uint8_t span_id[SP_SPAN_ID_LEN], const char *span_name,
-    size_t name_len);
+    const uint8_t span_id[SP_SPAN_ID_LEN], uint8_t trace_flags,
+    const char *span_name, size_t name_len);
 
 /* The span name stored in a record's attributes (not NUL-terminated). */
 size_t sp_thread_ctx_record_span_name(const uint8_t *attrs, size_t attrs_len,

@@ -9,6 +9,7 @@
 
 #include "ngx_http_spanprof_module.h"
 #include "common/clock.h"
+#include "common/process_context.h"
 #include "common/resource.h"
 #include "common/sampler.h"
 
@@ -303,16 +304,18 @@ ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
 }
 
 
-/* Stamps when the content handler (and so an upstream) starts: nginx's own
- * upstream timings are whole milliseconds. */
+/* Stamps when the content handler (and so an upstream) first starts:
+ * nginx's own upstream timings are whole milliseconds. */
 static ngx_int_t
 ngx_http_spanprof_precontent_handler(ngx_http_request_t *r)
 {
     ngx_http_spanprof_ctx_t  *ctx;
 
     if (r == r->main) {
+        /* The first one: attempts made before an internal redirect
+         * (error_page after a failed upstream) belong to the span too. */
         ctx = ngx_http_spanprof_get_ctx(r, 0);
-        if (ctx != NULL) {
+        if (ctx != NULL && ctx->content_ns == 0) {
             ctx->content_ns = sp_now_ns();
         }
     }
@@ -494,6 +497,11 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
 
+    /* The queue is preallocated, about 3 KiB a span. */
+    if (mcf->batch_size * mcf->batch_count > 65536) {
+        return "has \"batch_size\" times \"batch_count\" over 65536 spans";
+    }
+
     if (mcf->trusted_certificate.len
         && ngx_conf_full_name(cf->cycle, &mcf->trusted_certificate, 1)
            != NGX_OK)
@@ -642,6 +650,11 @@ ngx_http_spanprof_resource_attr(ngx_conf_t *cf, ngx_command_t *cmd,
         if (mcf->resource_attrs == NULL) {
             return NGX_CONF_ERROR;
         }
+    }
+
+    /* Room is left for the attributes the module sets itself. */
+    if (mcf->resource_attrs->nelts >= SP_RESOURCE_MAX_ATTRS - 16) {
+        return "is given too many times (at most 48 attributes)";
     }
 
     kv = ngx_array_push(mcf->resource_attrs);
@@ -1006,6 +1019,14 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
                                           : NULL;
 
     ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
+
+    /* External profilers read the same resource and request labels. */
+    if (ngx_http_spanprof_exporter != NULL && mcf->profiling_used
+        && sp_process_context_publish(&res, err, sizeof(err)) != 0)
+    {
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                      "spanprof: process context not published: %s", err);
+    }
     sp_resource_free(&res);
 
     if (ngx_http_spanprof_exporter == NULL) {
@@ -1035,4 +1056,5 @@ ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
 
     ngx_http_spanprof_exporter = NULL;
     sp_exporter_stop(e);
+    sp_process_context_drop();
 }

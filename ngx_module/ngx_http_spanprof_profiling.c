@@ -197,8 +197,13 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
         return;
     }
 
+    /* Readers follow the pointer only: never rewrite an attached record. */
+    if (sp_thread_ctx_current() == &ctx->record) {
+        sp_thread_ctx_detach();
+    }
     ngx_http_spanprof_default_name(r, &name);
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
+                              ngx_http_spanprof_flags(ctx),
                               (const char *) name.data, name.len);
     ctx->profiled = 1;
     sp_thread_ctx_attach(&ctx->record);

@@ -304,10 +304,9 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         attr = lcf->span_attrs->elts;
         for (i = 0; i < lcf->span_attrs->nelts; i++) {
             if (ngx_http_complex_value(r, &attr[i].value, &v) == NGX_OK) {
-                sp_span_attr_str(s, SP_OWNER_SPAN,
-                                 (const char *) attr[i].key.data,
-                                 attr[i].key.len, (const char *) v.data,
-                                 v.len);
+                sp_span_attr_set_str(s, (const char *) attr[i].key.data,
+                                     attr[i].key.len, (const char *) v.data,
+                                     v.len);
             }
         }
     }
@@ -352,6 +351,14 @@ ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
     u_char     *colon, *last;
     ngx_str_t   addr;
     ngx_int_t   port;
+
+    /* "unix:/path": the socket path is the address; there is no port. */
+    if (peer->len > 5 && ngx_strncmp(peer->data, "unix:", 5) == 0) {
+        sp_span_attr_str(s, owner, "server.address", 14,
+                         (const char *) peer->data + 5, peer->len - 5);
+        sp_span_attr_str(s, owner, "network.transport", 17, "unix", 4);
+        return;
+    }
 
     last = peer->data + peer->len;
     for (colon = last - 1; colon > peer->data && *colon != ':'; colon--) {

@@ -116,7 +116,7 @@ main(int argc, char **argv)
 
     memset(tid, 0xab, sizeof(tid));
     memset(sid, 0xcd, sizeof(sid));
-    sp_thread_ctx_record_init(&rec, tid, sid, "GET /burn", 9);
+    sp_thread_ctx_record_init(&rec, tid, sid, 1, "GET /burn", 9);
     sp_thread_ctx_attach(&rec);
     sp_test_burn(400);
     sp_thread_ctx_detach();
