@@ -485,8 +485,11 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
         return rv;
     }
 
+    /* Reported at the block's closing brace, under the block's name. */
     if (mcf->endpoint.len == 0) {
-        return "requires \"endpoint\"";
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"otel_exporter\" requires \"endpoint\"");
+        return NGX_CONF_ERROR;
     }
 
     ngx_conf_init_msec_value(mcf->interval, 5000);
@@ -499,7 +502,10 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
 
     /* The queue is preallocated, about 3 KiB a span. */
     if (mcf->batch_size * mcf->batch_count > 65536) {
-        return "has \"batch_size\" times \"batch_count\" over 65536 spans";
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"otel_exporter\" queues \"batch_size\" times "
+                           "\"batch_count\" spans, at most 65536");
+        return NGX_CONF_ERROR;
     }
 
     if (mcf->trusted_certificate.len

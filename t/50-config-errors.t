@@ -75,6 +75,19 @@ server {
     location / { return 204; }
 }
 EOF
+    ['batch_size x batch_count over 65536', <<"EOF", qr/\} # end of otel_exporter/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+    batch_size 65536;
+    batch_count 2;
+} # end of otel_exporter
+$SERVER
+EOF
+    ['too many otel_resource_attr', join('', map { "otel_resource_attr a$_ v;\n" } 1 .. 48)
+        . "otel_resource_attr a49 v;\n" . <<"EOF", qr/otel_resource_attr a49 v/],
+otel_exporter { endpoint http://127.0.0.1:4318; }
+$SERVER
+EOF
     ['otel_exporter without endpoint', <<"EOF", qr/otel_exporter \{ interval 1s; \}/],
 otel_service_name svc;
 otel_exporter { interval 1s; }
