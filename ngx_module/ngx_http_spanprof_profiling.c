@@ -163,6 +163,12 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
      * loop leaves nginx nothing to run unbracketed after we return. */
     ngx_http_spanprof_run_posted(&ngx_posted_accept_events);
 
+    /* With accept_mutex on, nginx releases the mutex right after the accept
+     * events; so do we (its own unlock after we return is then a no-op). */
+    if (ngx_accept_mutex_held) {
+        ngx_shmtx_unlock(&ngx_accept_mutex);
+    }
+
     do {
         (void) ngx_http_spanprof_expire_timers();
         ngx_http_spanprof_run_posted(&ngx_posted_events);
