@@ -27,8 +27,12 @@ UNIT_SRCS   := $(wildcard t/unit/test_*.c)
 UNIT_BINS   := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_CFLAGS := $(CORE_CFLAGS) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 
-.PHONY: all nginx unit test clean
-all: nginx unit
+# Each part adds its targets to ALL (built by `make`) and its test programs
+# to TEST_BINS (run by `make test` beside the unit tests and t/*.t).
+ALL         := nginx unit
+TEST_BINS   :=
+
+.PHONY: all nginx unit test bench install clean
 
 # --- protobuf-c sources ----------------------------------------------------
 $(GEN)/.stamp: $(addprefix proto/,$(PROTOS))
@@ -53,15 +57,21 @@ nginx: $(NGX_BUILD)/Makefile
 	$(MAKE) -C $(NGX_TREE) -f $(abspath $(NGX_BUILD))/Makefile modules
 
 # --- C unit tests for common/ (TAP, run by prove) ---------------------------
-$(BUILD)/unit/%: t/unit/%.c t/unit/tap.h $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
+$(BUILD)/unit/%: t/unit/%.c t/unit/tap.h t/unit/profile_fixture.h $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -It/unit -rdynamic -o $@ $< $(COMMON_SRCS) $(GEN_SRCS) $(CORE_LIBS)
 
 unit: $(UNIT_BINS)
 
-# The integration tests fail (not skip) when the module is missing.
+-include apache_module/build.mk
+-include cli/build.mk
+-include bench/build.mk
+
+all: $(ALL)
+
+# The integration tests fail (not skip) when a module is missing.
 test: all
-	SPANPROF_REQUIRE_MODULE=1 prove -I t/lib $(UNIT_BINS) t/*.t
+	SPANPROF_REQUIRE_MODULE=1 prove -I t/lib $(UNIT_BINS) $(TEST_BINS) t/*.t
 
 clean:
 	rm -rf $(BUILD)

@@ -6,8 +6,8 @@
 #include <time.h>
 
 #include <curl/curl.h>
-#include <zlib.h>
 
+#include "gzip.h"
 #include "http_client.h"
 
 #define SP_HTTP_MAX_BODY  (64 * 1024)
@@ -126,34 +126,6 @@ sp_http_client_free(sp_http_client_t *c)
     free(c);
 }
 
-/* gzip (RFC 1952) of in into the client's reusable buffer. */
-static int
-gzip_body(sp_http_client_t *c, const void *in, size_t len)
-{
-    z_stream  zs;
-    int       rc;
-
-    memset(&zs, 0, sizeof(zs));
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                     Z_DEFAULT_STRATEGY) != Z_OK)
-    {
-        return -1;
-    }
-    sp_buf_reset(&c->gz);
-    if (sp_buf_reserve(&c->gz, deflateBound(&zs, len) + 32) != 0) {
-        deflateEnd(&zs);
-        return -1;
-    }
-    zs.next_in = (Bytef *) in;
-    zs.avail_in = (uInt) len;
-    zs.next_out = c->gz.data;
-    zs.avail_out = (uInt) (c->gz.cap);
-    rc = deflate(&zs, Z_FINISH);
-    c->gz.len = zs.total_out;
-    deflateEnd(&zs);
-    return rc == Z_STREAM_END ? 0 : -1;
-}
-
 int
 sp_http_post(sp_http_client_t *c, const char *url, const char *content_type,
     const void *body, size_t len, uint64_t timeout_ms,
@@ -171,7 +143,8 @@ sp_http_post(sp_http_client_t *c, const char *url, const char *content_type,
     c->resp = resp;
 
     if (c->gzip) {
-        if (gzip_body(c, body, len) != 0) {
+        sp_buf_reset(&c->gz);
+        if (sp_gzip_append(body, len, &c->gz) != 0) {
             snprintf(resp->error, sizeof(resp->error), "gzip failed");
             return -1;
         }

@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +28,10 @@ typedef struct {
     struct dl_phdr_info info[];     /* phdrs and names follow the array */
 } snapshot_t;
 
-typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *),
-    void *);
 
 static _Atomic(snapshot_t *)  current;
 static snapshot_t            *retired[RETIRED_MAX];
 static size_t                 nretired;
-static __thread volatile int  in_signal;
 
 /* The loader's own struct r_debug, found through the executable's DT_DEBUG
  * entry: a reference to the _r_debug symbol from an executable would get a
@@ -153,24 +151,31 @@ latest_counts(struct dl_phdr_info *info, size_t size, void *data)
 void
 sp_loader_snapshot_refresh(void)
 {
-    unsigned long long   v[2] = { 0, 0 };
-    snapshot_t          *s = atomic_load(&current);
+    static pthread_mutex_t   lock = PTHREAD_MUTEX_INITIALIZER;
+    unsigned long long       v[2] = { 0, 0 };
+    snapshot_t              *s;
 
+    /* Threads registering and the exporter thread may refresh at once. */
+    pthread_mutex_lock(&lock);
+    s = atomic_load(&current);
     dl_iterate_phdr(latest_counts, v);
-    if (s != NULL && s->adds == v[0] && s->subs == v[1]) {
-        return;
+    if (s == NULL || s->adds != v[0] || s->subs != v[1]) {
+        s = snapshot_build();
+        if (s != NULL) {
+            snapshot_publish(s);
+        }
     }
-    s = snapshot_build();
-    if (s != NULL) {
-        snapshot_publish(s);
-    }
+    pthread_mutex_unlock(&lock);
 }
 
 
 /* ---- the redirected dl_iterate_phdr ---------------------------------------- */
 
-static iterate_fn  real_iterate = dl_iterate_phdr;
 
+/* libunwind's dl_iterate_phdr, on every thread and in every context: if a
+ * thread outside the handler reached the real one while holding one of
+ * libunwind's locks, a handler waiting for that lock on a thread that was
+ * interrupted inside the loader would deadlock both. */
 static int
 snapshot_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
@@ -178,9 +183,6 @@ snapshot_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
     size_t       i;
     int          rc;
 
-    if (!in_signal) {
-        return real_iterate(cb, data);
-    }
     s = atomic_load_explicit(&current, memory_order_acquire);
     if (s == NULL) {
         return 0;
@@ -265,9 +267,6 @@ patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rela, size_t size,
         }
         pt->found = 1;
         slot = (void **) (base + rela[i].r_offset);
-        if (*slot != (void *) snapshot_iterate) {
-            real_iterate = (iterate_fn) *slot;
-        }
         if (make_writable_and_set(slot, (void *) snapshot_iterate) == 0) {
             pt->patched = 1;
         } else {
@@ -388,24 +387,8 @@ sp_loader_snapshot_init(char *err, size_t errlen)
 /* ---- the signal path ------------------------------------------------------ */
 
 int
-sp_loader_signal_enter(void)
+sp_loader_unwind_safe(void)
 {
     /* Mid-dlopen/dlclose the link map and our snapshot may disagree. */
-    if (loader_debug->r_state != RT_CONSISTENT) {
-        return 0;
-    }
-    in_signal = 1;
-    return 1;
-}
-
-void
-sp_loader_signal_leave(void)
-{
-    in_signal = 0;
-}
-
-void
-sp_loader_thread_init(void)
-{
-    in_signal = 0;
+    return loader_debug->r_state == RT_CONSISTENT;
 }

@@ -11,8 +11,9 @@
  *    signal path and published with an atomic pointer (old ones are kept a
  *    while, since a handler may still be reading them);
  *  - libunwind's GOT slot for dl_iterate_phdr is redirected to a function
- *    that walks the snapshot while the calling thread is inside our handler,
- *    and calls the real dl_iterate_phdr otherwise;
+ *    that walks the snapshot, on every thread: a thread outside the handler
+ *    that reached the real one while holding a libunwind lock could
+ *    deadlock with a handler interrupting the loader on another thread;
  *  - the handler does not unwind at all while the loader is changing the
  *    link map (_r_debug.r_state != RT_CONSISTENT).
  * A library loaded after the last snapshot is simply not unwound through
@@ -23,15 +24,11 @@
 int sp_loader_snapshot_init(char *err, size_t errlen);
 
 /* Rebuilds the snapshot when objects were added or removed since the last
- * one (cheap otherwise). Not async-signal-safe; one thread at a time. */
+ * one (cheap otherwise). Not async-signal-safe; thread-safe. */
 void sp_loader_snapshot_refresh(void);
 
-/* Async-signal-safe: the handler brackets its unwinding with these. enter
- * returns 0 when unwinding is unsafe now (loader mid-update). */
-int sp_loader_signal_enter(void);
-void sp_loader_signal_leave(void);
-
-/* Touches this module's TLS on the calling thread (before its timer). */
-void sp_loader_thread_init(void);
+/* Async-signal-safe: 0 while the loader is changing its list of objects
+ * (then the handler records the pc only). */
+int sp_loader_unwind_safe(void);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "pprof/profile.pb-c.h"
 
+#include "gzip.h"
 #include "pprof.h"
 
 typedef Perftools__Profiles__Profile    pb_profile_t;
@@ -356,35 +357,6 @@ build_profile(sp_arena_t *a, const sp_profile_t *p)
     return pr;
 }
 
-static int
-gzip_append(const uint8_t *data, size_t len, sp_buf_t *out)
-{
-    z_stream  zs;
-    int       rc;
-
-    memset(&zs, 0, sizeof(zs));
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                     Z_DEFAULT_STRATEGY) != Z_OK)
-    {
-        return -1;
-    }
-    zs.next_in = (Bytef *) data;
-    zs.avail_in = (uInt) len;   /* < 4 GiB: profiles are far smaller */
-    do {
-        /* deflateBound (gzip wrapper included) makes one round enough. */
-        if (sp_buf_reserve(out, deflateBound(&zs, zs.avail_in) + 64) != 0) {
-            deflateEnd(&zs);
-            return -1;
-        }
-        zs.next_out = out->data + out->len;
-        zs.avail_out = (uInt) (out->cap - out->len);
-        rc = deflate(&zs, Z_FINISH);
-        out->len = out->cap - zs.avail_out;
-    } while (rc == Z_OK || rc == Z_BUF_ERROR);
-    deflateEnd(&zs);
-    return rc == Z_STREAM_END ? 0 : -1;
-}
-
 int
 sp_pprof_encode(sp_arena_t *a, const sp_profile_t *p, int gzip,
     sp_buf_t *out)
@@ -409,7 +381,7 @@ sp_pprof_encode(sp_arena_t *a, const sp_profile_t *p, int gzip,
         return -1;
     }
     size = protobuf_c_message_pack(&pr->base, tmp);
-    if (size > UINT32_MAX || gzip_append(tmp, size, out) != 0) {
+    if (size > UINT32_MAX || sp_gzip_append(tmp, size, out) != 0) {
         out->len = len0;
         return -1;
     }

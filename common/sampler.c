@@ -90,10 +90,9 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     s->frames[0] = pc;
     s->nframes = 1;
 
-    if (sp_loader_signal_enter()) {
+    if (sp_loader_unwind_safe()) {
         n = unw_backtrace((void **) s->frames,
                           (int) conf.max_depth + HANDLER_FRAMES);
-        sp_loader_signal_leave();
 
         /* Drop our own frames: everything above the interrupted pc. */
         for (i = 0; i < n && s->frames[i] != pc; i++) {
@@ -159,9 +158,12 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
         return -1;
     }
 
-    /* libunwind keeps per-thread caches: no lock is shared between a
-     * handler and the code it interrupted. */
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    /* libunwind's register-state cache is global in Debian's build (no
+     * per-thread one). Its lock is taken with every signal masked, so no
+     * handler interrupts its holder; and since libunwind never reaches the
+     * loader's lock (see loader_snapshot.h), a holder only ever waits for
+     * short, bounded work on another thread. */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_GLOBAL);
 
     if (!installed) {
         memset(&sa, 0, sizeof(sa));
@@ -202,7 +204,7 @@ sp_sampler_thread_register(void)
      * unwind (libunwind sets up its per-thread cache), happen here. */
     ts.busy = 1;
     sp_thread_ctx_thread_init();
-    sp_loader_thread_init();
+    sp_loader_snapshot_refresh();
     (void) unw_backtrace(warm, 8);
     ts.busy = 0;
 
