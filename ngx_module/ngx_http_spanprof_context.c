@@ -78,6 +78,27 @@ ngx_http_spanprof_get_ctx(ngx_http_request_t *r, ngx_flag_t create)
 }
 
 
+/* A walk over a header list, across its parts. */
+typedef struct {
+    ngx_list_part_t  *part;
+    ngx_uint_t        i;
+} ngx_http_spanprof_headers_t;
+
+
+static ngx_table_elt_t *
+ngx_http_spanprof_next_header(ngx_http_spanprof_headers_t *it)
+{
+    while (it->i >= it->part->nelts) {
+        if (it->part->next == NULL) {
+            return NULL;
+        }
+        it->part = it->part->next;
+        it->i = 0;
+    }
+    return (ngx_table_elt_t *) it->part->elts + it->i++;
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_header_is(ngx_table_elt_t *h, ngx_str_t *name)
 {
@@ -92,37 +113,29 @@ static void
 ngx_http_spanprof_extract(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx)
 {
     u_char            *p;
-    size_t             len;
-    ngx_uint_t         i, n_tp;
-    ngx_table_elt_t   *h, *tp;
-    ngx_list_part_t   *part;
-    sp_traceparent_t   parsed;
+    size_t                        len;
+    ngx_uint_t                    n_tp;
+    ngx_table_elt_t              *h, *tp;
+    sp_traceparent_t              parsed;
+    ngx_http_spanprof_headers_t   it;
 
     tp = NULL;
     n_tp = 0;
     len = 0;
 
-    part = &r->headers_in.headers.part;
-    h = part->elts;
+    it.part = &r->headers_in.headers.part;
+    it.i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-        if (ngx_http_spanprof_header_is(&h[i],
+    while ((h = ngx_http_spanprof_next_header(&it)) != NULL) {
+        if (ngx_http_spanprof_header_is(h,
                                         &ngx_http_spanprof_traceparent_name))
         {
-            tp = &h[i];
+            tp = h;
             n_tp++;
-        } else if (ngx_http_spanprof_header_is(&h[i],
+        } else if (ngx_http_spanprof_header_is(h,
                                    &ngx_http_spanprof_tracestate_name))
         {
-            len += h[i].value.len + 1;
+            len += h->value.len + 1;
         }
     }
 
@@ -150,25 +163,17 @@ ngx_http_spanprof_extract(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx)
     }
     ctx->tracestate.data = p;
 
-    part = &r->headers_in.headers.part;
-    h = part->elts;
+    it.part = &r->headers_in.headers.part;
+    it.i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-        if (ngx_http_spanprof_header_is(&h[i],
+    while ((h = ngx_http_spanprof_next_header(&it)) != NULL) {
+        if (ngx_http_spanprof_header_is(h,
                                         &ngx_http_spanprof_tracestate_name))
         {
             if (p != ctx->tracestate.data) {
                 *p++ = ',';
             }
-            p = ngx_cpymem(p, h[i].value.data, h[i].value.len);
+            p = ngx_cpymem(p, h->value.data, h->value.len);
         }
     }
     ctx->tracestate.len = p - ctx->tracestate.data;
@@ -301,10 +306,10 @@ static ngx_int_t
 ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
     u_char *value, size_t len)
 {
-    ngx_uint_t        i, n, total, kept;
-    ngx_list_t       *list, copy;
-    ngx_table_elt_t  *h, *first, elt;
-    ngx_list_part_t  *part;
+    ngx_uint_t                    n, total, kept;
+    ngx_list_t                   *list, copy;
+    ngx_table_elt_t              *h, *first, elt;
+    ngx_http_spanprof_headers_t   it;
 
     list = &r->headers_in.headers;
 
@@ -323,22 +328,14 @@ ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
     n = 0;
     total = 0;
     first = NULL;
-    part = &list->part;
-    h = part->elts;
+    it.part = &list->part;
+    it.i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
+    while ((h = ngx_http_spanprof_next_header(&it)) != NULL) {
         total++;
-        if (ngx_http_spanprof_header_is(&h[i], name)) {
+        if (ngx_http_spanprof_header_is(h, name)) {
             if (first == NULL) {
-                first = &h[i];
+                first = h;
             }
             n++;
         }
@@ -376,20 +373,12 @@ ngx_http_spanprof_set_header(ngx_http_request_t *r, ngx_str_t *name,
     }
 
     kept = 0;
-    part = &list->part;
-    h = part->elts;
+    it.part = &list->part;
+    it.i = 0;
 
-    for (i = 0; /* void */; i++) {
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-        elt = h[i];
-        if (ngx_http_spanprof_header_is(&h[i], name)) {
+    while ((h = ngx_http_spanprof_next_header(&it)) != NULL) {
+        elt = *h;
+        if (ngx_http_spanprof_header_is(h, name)) {
             if (len == 0 || kept) {
                 continue;
             }
