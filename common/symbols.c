@@ -1259,6 +1259,7 @@ sp_symbolize(sp_symbolizer_t *s, uint64_t pc, sp_symbol_t *out)
     sym_map_t          *m;
     sym_obj_t          *o;
     uint64_t            now;
+    const char         *at;
 
     memset(out, 0, sizeof(sp_symbol_t));
 
@@ -1315,9 +1316,14 @@ sp_symbolize(sp_symbolizer_t *s, uint64_t pc, sp_symbol_t *out)
 
     f = o->state == 1 ? func_find(&o->elf, out->file_offset) : NULL;
     if (f != NULL) {
-        out->function = f->name;
+        /* .symtab names of versioned symbols ("clock_gettime@@GLIBC_2.17")
+         * are shown as the function's own name. */
+        at = strchr(f->name, '@');
+        out->function = at != NULL && at != f->name
+                        ? sym_intern(s, f->name, (size_t) (at - f->name))
+                        : f->name;
         out->function_start = f->addr + m->bias;
-        out->display = f->name;
+        out->display = out->function;
 
     } else {
         out->display = sym_intern_hex(s, o->base, out->file_offset);

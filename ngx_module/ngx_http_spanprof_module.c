@@ -399,6 +399,16 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_spanprof_main_conf_t *mcf = conf;
 
+    /* Exporter defaults also hold without an otel_exporter block (profiles
+     * for Pyroscope only). */
+    ngx_conf_init_msec_value(mcf->interval, 5000);
+    ngx_conf_init_uint_value(mcf->batch_size, 512);
+    ngx_conf_init_uint_value(mcf->batch_count, 4);
+    ngx_conf_init_uint_value(mcf->compression, 0);
+    ngx_conf_init_msec_value(mcf->timeout, 10000);
+    ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
+    ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
+
     ngx_conf_init_uint_value(mcf->profiling_rate, 100);
     ngx_conf_init_msec_value(mcf->profiling_interval, 10000);
     ngx_conf_init_uint_value(mcf->profiling_max_depth, 64);

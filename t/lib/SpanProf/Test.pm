@@ -84,6 +84,12 @@ The module .so that start_nginx() loads.
 Call before planning: C<plan skip_all> when module_path() does not exist
 (BAIL_OUT under SPANPROF_REQUIRE_MODULE=1).
 
+=item burn_module_path(), need_burn_module()
+
+The test-only module built by C<make nginx> from t/ngx_burn
+(F<build/nginx/ngx_http_spanprof_burn_module.so>) and the same skip/BAIL_OUT
+check as need_module() for it.
+
 =item free_port()
 
 A free TCP port on 127.0.0.1 (never one handed out before by this process).
@@ -129,7 +135,11 @@ Options: C<workers> (default 1), C<receiver> (object, for %%RECEIVER%%) or
 C<receiver_url>, C<port>/C<port2>/C<port3> (default: free ports),
 C<dirs> (array ref of directories to create under PREFIX, mode 0777, e.g.
 for the file exporter), C<main> (extra text for the main context),
-C<module> (0: no load_module line). Returns a SpanProf::Test::Nginx:
+C<module> (0: no load_module line), C<burn> (1: also load the test-only
+module t/ngx_burn, burn_module_path(): directives C<spanprof_burn> and
+C<spanprof_wait>), C<extra_modules> (array ref of more .so paths to load;
+these lines are kept under SPANPROF_TEST_STRIP_OTEL). Returns a
+SpanProf::Test::Nginx:
 
     ->port ->port2 ->port3 ->prefix ->conf_path ->conf_text
     ->master_pid
@@ -183,6 +193,17 @@ returns the client's local port.
 
 C<curl -s --http2-prior-knowledge -D - http://127.0.0.1:$port$path -H ...>;
 returns {status, headers (lc names), content, raw, exit, version}.
+
+=item h2c_requests($port, [$path, ...], timeout => 15)
+
+A minimal HTTP/2 client written for the profiling tests (curl 7.88's
+--parallel with --http2-prior-knowledge fails all but one transfer): one
+cleartext connection with prior knowledge, every path a GET on its own
+stream, all sent at once. Returns (in list context also the client's local
+port) an array ref, in path order, of {path, stream, status (decoded from
+the HPACK :status, -1 when not decodable), body (DATA bytes), done, rst
+(RST_STREAM error code, when reset)}. Response headers other than :status
+are not decoded (nginx Huffman-codes them).
 
 =back
 
@@ -313,9 +334,9 @@ use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(
-    repo_root module_path need_module free_port
+    repo_root module_path need_module free_port burn_module_path need_burn_module
     start_receiver start_nginx nginx_t conf_line
-    http_get http_request raw_request curl_h2
+    http_get http_request raw_request curl_h2 h2c_requests
     decode_traces encode_traces parse_text_format spans_from_request collect_spans
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
@@ -331,6 +352,17 @@ my %PORTS_GIVEN;
 
 sub repo_root   { $ROOT }
 sub module_path { $ENV{SPANPROF_NGX_MODULE} || "$ROOT/build/nginx/ngx_http_spanprof_module.so" }
+sub burn_module_path { "$ROOT/build/nginx/ngx_http_spanprof_burn_module.so" }
+
+sub need_burn_module {
+    my $m = burn_module_path();
+    return 1 if -f $m;
+    my $msg = "test module not built: $m (run `make nginx`)";
+    if ($ENV{SPANPROF_REQUIRE_MODULE}) {
+        _builder()->BAIL_OUT($msg);
+    }
+    _builder()->skip_all($msg);
+}
 
 sub _builder { require Test::Builder; Test::Builder->new }
 
@@ -533,6 +565,11 @@ $http
 }
 EOF
     $conf = _strip_otel($conf) if $STRIP;
+    # Test-only modules, added after the stripping (which would drop any
+    # load_module line naming spanprof).
+    my @extra = @{ $o{extra_modules} || [] };
+    unshift @extra, burn_module_path() if $o{burn};
+    $conf = join('', map { "load_module $_;\n" } @extra) . $conf;
     return $conf;
 }
 
@@ -681,6 +718,115 @@ sub curl_h2 {
         $r{content} = substr($out, $end + 4);
     }
     return \%r;
+}
+
+# A minimal HTTP/2 client (prior knowledge, cleartext): all requests as
+# concurrent streams of one connection. Request headers are HPACK literals
+# without Huffman; of the response only :status (nginx never Huffman-codes
+# it) and the DATA bytes are decoded.
+my %H2_STATUS = (0x88 => 200, 0x89 => 204, 0x8a => 206, 0x8b => 304,
+    0x8c => 400, 0x8d => 404, 0x8e => 500);
+
+sub _hpack_int {
+    my ($first, $bits, $v) = @_;
+    my $max = (1 << $bits) - 1;
+    return chr($first | $v) if $v < $max;
+    my $o = chr($first | $max);
+    $v -= $max;
+    while ($v >= 128) { $o .= chr(($v & 0x7f) | 0x80); $v >>= 7 }
+    return $o . chr($v);
+}
+
+sub _hpack_lit {
+    my ($name_index, $value) = @_;
+    return _hpack_int(0x00, 4, $name_index) . _hpack_int(0x00, 7, length $value) . $value;
+}
+
+sub _h2_frame {
+    my ($type, $flags, $stream, $payload) = @_;
+    my $len = length $payload;
+    return pack('CnCCN', $len >> 16, $len & 0xffff, $type, $flags, $stream & 0x7fffffff) . $payload;
+}
+
+sub h2c_requests {
+    my ($port, $paths, %o) = @_;
+    my $timeout = $o{timeout} // 15;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+        Proto => 'tcp', Timeout => 5) or die "h2c_requests: connect $port: $!";
+    binmode $s;
+    my $lport = $s->sockport;
+    my $out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" . _h2_frame(4, 0, 0, '');
+    my (%st, @order);
+    my $id = 1;
+    for my $p (@$paths) {
+        my $block = "\x82\x86" . _hpack_lit(4, $p) . _hpack_lit(1, "127.0.0.1:$port")
+            . _hpack_lit(58, $o{agent} // 'spanprof-test/1.0');
+        $out .= _h2_frame(1, 0x5, $id, $block);    # END_STREAM | END_HEADERS
+        $st{$id} = { path => $p, stream => $id, status => 0, body => '', done => 0 };
+        push @order, $id;
+        $id += 2;
+    }
+    my $send = sub {
+        my ($b) = @_;
+        my $off = 0;
+        while ($off < length $b) {
+            my $n = syswrite($s, $b, length($b) - $off, $off);
+            die "h2c_requests: write: $!" unless $n;
+            $off += $n;
+        }
+    };
+    $send->($out);
+    my $buf = '';
+    my $sel = IO::Select->new($s);
+    my $deadline = time + $timeout;
+    my $goaway;
+    while (grep { !$st{$_}{done} } @order) {
+        while (length $buf >= 9) {
+            my ($l1, $l2, $type, $flags, $sid) = unpack('CnCCN', $buf);
+            my $len = ($l1 << 16) | $l2;
+            last if length $buf < 9 + $len;
+            my $pl = substr($buf, 9, $len);
+            substr($buf, 0, 9 + $len) = '';
+            $sid &= 0x7fffffff;
+            if ($type == 4 && !($flags & 1)) {        # SETTINGS: ack
+                $send->(_h2_frame(4, 1, 0, ''));
+            } elsif ($type == 6 && !($flags & 1)) {   # PING: answer
+                $send->(_h2_frame(6, 1, 0, $pl));
+            } elsif ($type == 7) {                    # GOAWAY
+                $goaway = 1;
+            } elsif (my $x = $st{$sid}) {
+                if ($type == 1) {
+                    my $pad = ($flags & 0x8) ? ord(substr($pl, 0, 1)) : 0;
+                    my $hb = substr($pl, ($flags & 0x8 ? 1 : 0) + ($flags & 0x20 ? 5 : 0));
+                    $hb = substr($hb, 0, length($hb) - $pad) if $pad;
+                    my $b0 = ord $hb;
+                    # nginx may first emit a dynamic table size update (001xxxxx)
+                    while (($b0 & 0xe0) == 0x20) { $hb = substr($hb, 1); $b0 = ord $hb }
+                    if ($H2_STATUS{$b0}) { $x->{status} = $H2_STATUS{$b0} }
+                    elsif ($hb =~ /^[\x48\x08\x18]\x03(\d{3})/) { $x->{status} = 0 + $1 }
+                    else { $x->{status} = -1 }
+                } elsif ($type == 0) {
+                    my $pad = ($flags & 0x8) ? ord(substr($pl, 0, 1)) : 0;
+                    my $d = substr($pl, $flags & 0x8 ? 1 : 0);
+                    $d = substr($d, 0, length($d) - $pad) if $pad;
+                    $x->{body} .= $d;
+                } elsif ($type == 3) {
+                    $x->{rst} = unpack('N', $pl);
+                    $x->{done} = 1;
+                }
+                $x->{done} = 1 if ($type == 0 || $type == 1) && ($flags & 1);
+            }
+        }
+        last if $goaway || !grep { !$st{$_}{done} } @order;
+        my $left = $deadline - time;
+        last if $left <= 0 || !$sel->can_read($left);
+        my $n = sysread($s, my $chunk, 65536);
+        last unless $n;
+        $buf .= $chunk;
+    }
+    close $s;
+    my @r = map { $st{$_} } @order;
+    return wantarray ? (\@r, $lport) : \@r;
 }
 
 # --- protobuf text format ---------------------------------------------------------------
