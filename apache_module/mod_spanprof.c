@@ -1,0 +1,1054 @@
+/*
+ * mod_spanprof: every request a traced OpenTelemetry span, and the child
+ * processes' CPU profiles labelled with the requests' trace and span, for
+ * Apache httpd 2.4 (prefork, worker and event MPMs).
+ *
+ *   LoadModule spanprof_module modules/mod_spanprof.so
+ *
+ * The directives mirror the nginx module's (otel_* -> Otel*), see
+ * spanprof_cmds below. The exporter and the sampler are one per child
+ * process, so their directives belong to the main server configuration.
+ */
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_core.h"
+#include "http_log.h"
+#include "http_protocol.h"
+#include "http_request.h"
+#include "ap_expr.h"
+#include "apr_optional_hooks.h"
+#include "apr_strings.h"
+
+#include "mod_spanprof.h"
+#include "common/clock.h"
+#include "common/process_context.h"
+#include "common/resource.h"
+#include "common/sampler.h"
+
+spanprof_globals_t   spanprof_globals;
+sp_exporter_t       *spanprof_exporter;
+int                  spanprof_export_spans;
+server_rec          *spanprof_main_server;
+
+
+/* ---- configuration -------------------------------------------------------- */
+
+static void *
+spanprof_create_srv_conf(apr_pool_t *p, server_rec *s)
+{
+    spanprof_srv_conf_t  *sc;
+
+    sc = apr_pcalloc(p, sizeof(spanprof_srv_conf_t));
+    sc->interval_ms = SPANPROF_UNSET;
+    sc->batch_size = SPANPROF_UNSET;
+    sc->batch_count = SPANPROF_UNSET;
+    sc->compression = SPANPROF_UNSET;
+    sc->timeout_ms = SPANPROF_UNSET;
+    sc->connect_timeout_ms = SPANPROF_UNSET;
+    sc->shutdown_timeout_ms = SPANPROF_UNSET;
+    sc->profiling_rate = SPANPROF_UNSET;
+    sc->profiling_interval_ms = SPANPROF_UNSET;
+    sc->profiling_max_depth = SPANPROF_UNSET;
+    return sc;
+}
+
+
+static void *
+spanprof_create_dir_conf(apr_pool_t *p, char *dir)
+{
+    spanprof_dir_conf_t  *dc;
+
+    dc = apr_pcalloc(p, sizeof(spanprof_dir_conf_t));
+    dc->trace = SPANPROF_UNSET;
+    dc->context = SPANPROF_UNSET;
+    dc->profiling = SPANPROF_UNSET;
+    return dc;
+}
+
+
+static void *
+spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
+{
+    spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
+
+    dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
+    dc->trace = add->trace != SPANPROF_UNSET ? add->trace : base->trace;
+    dc->context = add->context != SPANPROF_UNSET ? add->context
+                                                 : base->context;
+    dc->span_name = add->span_name ? add->span_name : base->span_name;
+    /* A section with its own OtelSpanAttr lines replaces the inherited
+     * ones (as nginx's otel_span_attr and add_header). */
+    dc->span_attrs = add->span_attrs ? add->span_attrs : base->span_attrs;
+    dc->profiling = add->profiling != SPANPROF_UNSET ? add->profiling
+                                                     : base->profiling;
+    /* <Directory>, <Files> and <If> keep the <Location> route. */
+    if (add->route_set) {
+        dc->route_set = 1;
+        dc->route = add->route;
+    } else {
+        dc->route_set = base->route_set;
+        dc->route = base->route;
+    }
+    return dc;
+}
+
+
+/* Unset values read as the defaults. */
+static spanprof_dir_conf_t  spanprof_dir_defaults = {
+    0, SPANPROF_CTX_IGNORE, NULL, NULL, 0, 0, NULL
+};
+
+spanprof_dir_conf_t *
+spanprof_dir_conf(request_rec *r)
+{
+    spanprof_dir_conf_t  *dc;
+
+    dc = r->per_dir_config
+         ? ap_get_module_config(r->per_dir_config, &spanprof_module) : NULL;
+    return dc != NULL ? dc : &spanprof_dir_defaults;
+}
+
+
+/* ---- directive handlers --------------------------------------------------- */
+
+static const char *
+spanprof_global_only(cmd_parms *cmd)
+{
+    return ap_check_cmd_context(cmd, GLOBAL_ONLY);
+}
+
+
+#define spanprof_srv(cmd)                                                     \
+    ((spanprof_srv_conf_t *) ap_get_module_config(                            \
+        (cmd)->server->module_config, &spanprof_module))
+
+
+/* Seconds, fractions allowed ("5", "0.25"), into milliseconds; at least
+ * 1 ms, at most a day. */
+static const char *
+spanprof_parse_seconds(cmd_parms *cmd, const char *arg, apr_int64_t *ms)
+{
+    char    *end;
+    double   v;
+
+    errno = 0;
+    v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || errno != 0 || !isfinite(v)
+        || v * 1000.0 < 1.0 - 1e-9 || v > 86400.0)
+    {
+        return apr_psprintf(cmd->pool, "%s: invalid time \"%s\": expected "
+                            "seconds between 0.001 and 86400, for example "
+                            "5 or 0.5", cmd->cmd->name, arg);
+    }
+    *ms = (apr_int64_t) llround(v * 1000.0);
+    return NULL;
+}
+
+
+static const char *
+spanprof_parse_int(cmd_parms *cmd, const char *arg, int min, int max,
+    int *out)
+{
+    char    *end;
+    long     v;
+
+    errno = 0;
+    v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || errno != 0 || v < min || v > max) {
+        return apr_psprintf(cmd->pool, "%s: invalid value \"%s\": expected "
+                            "an integer from %d to %d", cmd->cmd->name, arg,
+                            min, max);
+    }
+    *out = (int) v;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_endpoint(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    why = sp_exporter_endpoint_error(arg);
+    if (why != NULL) {
+        return apr_psprintf(cmd->pool, "%s: invalid endpoint \"%s\": %s",
+                            cmd->cmd->name, arg, why);
+    }
+    spanprof_srv(cmd)->endpoint = arg;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_header(cmd_parms *cmd, void *dummy, const char *name,
+    const char *value)
+{
+    const char           *p, *why;
+    spanprof_srv_conf_t  *sc;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    for (p = name; *p; p++) {
+        if ((unsigned char) *p <= ' ' || *p == ':'
+            || (unsigned char) *p >= 0x7f)
+        {
+            return apr_psprintf(cmd->pool, "%s: invalid header name \"%s\"",
+                                cmd->cmd->name, name);
+        }
+    }
+    if (*name == '\0') {
+        return apr_psprintf(cmd->pool, "%s: empty header name",
+                            cmd->cmd->name);
+    }
+    for (p = value; *p; p++) {
+        if (*p == '\r' || *p == '\n') {
+            return apr_psprintf(cmd->pool, "%s: invalid header value \"%s\"",
+                                cmd->cmd->name, value);
+        }
+    }
+
+    sc = spanprof_srv(cmd);
+    if (sc->headers == NULL) {
+        sc->headers = apr_array_make(cmd->pool, 4, sizeof(char *));
+    }
+    *(const char **) apr_array_push(sc->headers) =
+        apr_pstrcat(cmd->pool, name, ": ", value, NULL);
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_trusted_cert(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why, *path;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    path = ap_server_root_relative(cmd->pool, arg);
+    if (path == NULL) {
+        return apr_psprintf(cmd->pool, "%s: invalid path \"%s\"",
+                            cmd->cmd->name, arg);
+    }
+    spanprof_srv(cmd)->trusted_certificate = path;
+    return NULL;
+}
+
+
+/* OtelExporterInterval, ...Timeout, ...ConnectTimeout, ...ShutdownTimeout,
+ * OtelProfilingInterval: the field's offset in cmd->info. */
+static const char *
+spanprof_set_seconds(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char   *why;
+    apr_int64_t   ms = 0;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if ((why = spanprof_parse_seconds(cmd, arg, &ms)) != NULL) {
+        return why;
+    }
+    *(apr_int64_t *) ((char *) spanprof_srv(cmd) + (apr_size_t) cmd->info) =
+        ms;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_batch_size(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, 65536,
+                              &spanprof_srv(cmd)->batch_size);
+}
+
+
+static const char *
+spanprof_set_batch_count(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, 1024,
+                              &spanprof_srv(cmd)->batch_count);
+}
+
+
+static const char *
+spanprof_set_compression(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (strcasecmp(arg, "none") == 0) {
+        spanprof_srv(cmd)->compression = 0;
+    } else if (strcasecmp(arg, "gzip") == 0) {
+        spanprof_srv(cmd)->compression = 1;
+    } else {
+        return apr_psprintf(cmd->pool, "%s: invalid value \"%s\": expected "
+                            "none or gzip", cmd->cmd->name, arg);
+    }
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_service_name(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (*arg == '\0') {
+        return apr_psprintf(cmd->pool, "%s: empty name", cmd->cmd->name);
+    }
+    spanprof_srv(cmd)->service_name = arg;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_resource_attr(cmd_parms *cmd, void *dummy, const char *key,
+    const char *value)
+{
+    const char           *why;
+    spanprof_kv_t        *kv;
+    spanprof_srv_conf_t  *sc;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (*key == '\0') {
+        return apr_psprintf(cmd->pool, "%s: empty attribute name",
+                            cmd->cmd->name);
+    }
+    sc = spanprof_srv(cmd);
+    if (sc->resource_attrs == NULL) {
+        sc->resource_attrs = apr_array_make(cmd->pool, 4,
+                                            sizeof(spanprof_kv_t));
+    }
+    /* Room is left for the attributes the module sets itself. */
+    if (sc->resource_attrs->nelts >= SP_RESOURCE_MAX_ATTRS - 16) {
+        return apr_psprintf(cmd->pool, "%s: too many attributes (at most "
+                            "%d)", cmd->cmd->name, SP_RESOURCE_MAX_ATTRS - 16);
+    }
+    kv = apr_array_push(sc->resource_attrs);
+    kv->key = key;
+    kv->value = value;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_profiling_rate(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, 1000,
+                              &spanprof_srv(cmd)->profiling_rate);
+}
+
+
+static const char *
+spanprof_set_profiling_depth(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, SP_SAMPLER_MAX_DEPTH,
+                              &spanprof_srv(cmd)->profiling_max_depth);
+}
+
+
+static const char *
+spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    char        *url;
+    apr_size_t   len;
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) {
+        return apr_psprintf(cmd->pool, "%s: invalid Pyroscope URL \"%s\": "
+                            "must start with http:// or https://",
+                            cmd->cmd->name, arg);
+    }
+    /* Without a trailing slash: "/ingest" is appended. */
+    url = apr_pstrdup(cmd->pool, arg);
+    len = strlen(url);
+    while (len > 0 && url[len - 1] == '/') {
+        url[--len] = '\0';
+    }
+    spanprof_srv(cmd)->pyroscope = url;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_trace(cmd_parms *cmd, void *conf, int on)
+{
+    spanprof_dir_conf_t  *dc = conf;
+
+    dc->trace = on ? 1 : 0;
+    if (on) {
+        spanprof_globals.used = 1;
+        if (spanprof_globals.trace_line == 0 && cmd->directive != NULL) {
+            spanprof_globals.trace_file = cmd->directive->filename;
+            spanprof_globals.trace_line = cmd->directive->line_num;
+        }
+    }
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_trace_context(cmd_parms *cmd, void *conf, const char *arg)
+{
+    spanprof_dir_conf_t  *dc = conf;
+
+    if (strcasecmp(arg, "ignore") == 0) {
+        dc->context = SPANPROF_CTX_IGNORE;
+    } else if (strcasecmp(arg, "extract") == 0) {
+        dc->context = SPANPROF_CTX_EXTRACT;
+    } else if (strcasecmp(arg, "inject") == 0) {
+        dc->context = SPANPROF_CTX_INJECT;
+    } else if (strcasecmp(arg, "propagate") == 0) {
+        dc->context = SPANPROF_CTX_PROPAGATE;
+    } else {
+        return apr_psprintf(cmd->pool, "%s: invalid mode \"%s\": expected "
+                            "extract, inject, propagate or ignore",
+                            cmd->cmd->name, arg);
+    }
+    if (dc->context != SPANPROF_CTX_IGNORE) {
+        spanprof_globals.used = 1;
+    }
+    /* In <Location>, <Directory>, <Files> or <If>: known per request only
+     * after httpd's walks. */
+    if (cmd->path != NULL) {
+        spanprof_globals.section_context = 1;
+    }
+    return NULL;
+}
+
+
+static ap_expr_info_t *
+spanprof_parse_expr(cmd_parms *cmd, const char *arg, const char **err)
+{
+    *err = NULL;
+    return ap_expr_parse_cmd(cmd, arg, AP_EXPR_FLAG_STRING_RESULT, err, NULL);
+}
+
+
+static const char *
+spanprof_set_span_name(cmd_parms *cmd, void *conf, const char *arg)
+{
+    const char           *err;
+    spanprof_dir_conf_t  *dc = conf;
+
+    dc->span_name = spanprof_parse_expr(cmd, arg, &err);
+    if (err != NULL) {
+        return apr_psprintf(cmd->pool, "%s: cannot parse \"%s\": %s",
+                            cmd->cmd->name, arg, err);
+    }
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_span_attr(cmd_parms *cmd, void *conf, const char *key,
+    const char *value)
+{
+    const char           *err;
+    spanprof_attr_t      *attr;
+    spanprof_dir_conf_t  *dc = conf;
+
+    if (*key == '\0') {
+        return apr_psprintf(cmd->pool, "%s: empty attribute name",
+                            cmd->cmd->name);
+    }
+    if (dc->span_attrs == NULL) {
+        dc->span_attrs = apr_array_make(cmd->pool, 4, sizeof(spanprof_attr_t));
+    }
+    attr = apr_array_push(dc->span_attrs);
+    attr->key = key;
+    attr->value = spanprof_parse_expr(cmd, value, &err);
+    if (err != NULL) {
+        return apr_psprintf(cmd->pool, "%s: cannot parse \"%s\": %s",
+                            cmd->cmd->name, value, err);
+    }
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_profiling(cmd_parms *cmd, void *conf, int on)
+{
+    spanprof_dir_conf_t  *dc = conf;
+
+    dc->profiling = on ? 1 : 0;
+    if (on) {
+        spanprof_globals.used = 1;
+        spanprof_globals.profiling_used = 1;
+    }
+    return NULL;
+}
+
+
+#define SPANPROF_OFF(f)  ((void *) APR_OFFSETOF(spanprof_srv_conf_t, f))
+#define SPANPROF_DIR     (RSRC_CONF | ACCESS_CONF)
+
+static const command_rec  spanprof_cmds[] = {
+
+    /* the exporter: main server configuration only */
+    AP_INIT_TAKE1("OtelExporterEndpoint", spanprof_set_endpoint, NULL,
+        RSRC_CONF, "OTLP/HTTP base URL (http(s)://host[:port][/base]) or "
+        "file:///dir"),
+    AP_INIT_TAKE2("OtelExporterHeader", spanprof_set_header, NULL, RSRC_CONF,
+        "a header sent with every export request: name value"),
+    AP_INIT_TAKE1("OtelExporterTrustedCertificate", spanprof_set_trusted_cert,
+        NULL, RSRC_CONF, "CA bundle (PEM) for an https endpoint"),
+    AP_INIT_TAKE1("OtelExporterInterval", spanprof_set_seconds,
+        SPANPROF_OFF(interval_ms), RSRC_CONF,
+        "seconds between exports at most (default 5)"),
+    AP_INIT_TAKE1("OtelExporterBatchSize", spanprof_set_batch_size, NULL,
+        RSRC_CONF, "spans per export request (default 512)"),
+    AP_INIT_TAKE1("OtelExporterBatchCount", spanprof_set_batch_count, NULL,
+        RSRC_CONF, "batches waiting per child before spans are dropped "
+        "(default 4)"),
+    AP_INIT_TAKE1("OtelExporterCompression", spanprof_set_compression, NULL,
+        RSRC_CONF, "none or gzip (default none)"),
+    AP_INIT_TAKE1("OtelExporterTimeout", spanprof_set_seconds,
+        SPANPROF_OFF(timeout_ms), RSRC_CONF,
+        "seconds for one export request (default 10)"),
+    AP_INIT_TAKE1("OtelExporterConnectTimeout", spanprof_set_seconds,
+        SPANPROF_OFF(connect_timeout_ms), RSRC_CONF,
+        "seconds to connect to the collector (default 2)"),
+    AP_INIT_TAKE1("OtelExporterShutdownTimeout", spanprof_set_seconds,
+        SPANPROF_OFF(shutdown_timeout_ms), RSRC_CONF,
+        "seconds a stopping child spends flushing (default 2)"),
+    AP_INIT_TAKE1("OtelServiceName", spanprof_set_service_name, NULL,
+        RSRC_CONF, "the service.name resource attribute"),
+    AP_INIT_TAKE2("OtelResourceAttr", spanprof_set_resource_attr, NULL,
+        RSRC_CONF, "a resource attribute: name value"),
+
+    /* tracing: anywhere but .htaccess */
+    AP_INIT_FLAG("OtelTrace", spanprof_set_trace, NULL, SPANPROF_DIR,
+        "On to export a span for each request (default Off)"),
+    AP_INIT_TAKE1("OtelTraceContext", spanprof_set_trace_context, NULL,
+        SPANPROF_DIR, "extract, inject, propagate or ignore (default)"),
+    AP_INIT_TAKE1("OtelSpanName", spanprof_set_span_name, NULL, SPANPROF_DIR,
+        "the SERVER span's name, an ap_expr string"),
+    AP_INIT_TAKE2("OtelSpanAttr", spanprof_set_span_attr, NULL, SPANPROF_DIR,
+        "a SERVER span attribute: name and ap_expr string value"),
+
+    /* profiling */
+    AP_INIT_FLAG("OtelProfiling", spanprof_set_profiling, NULL, SPANPROF_DIR,
+        "On to label CPU samples with the request (default Off)"),
+    AP_INIT_TAKE1("OtelProfilingRate", spanprof_set_profiling_rate, NULL,
+        RSRC_CONF, "samples per second of a thread's CPU time (default 100)"),
+    AP_INIT_TAKE1("OtelProfilingInterval", spanprof_set_seconds,
+        SPANPROF_OFF(profiling_interval_ms), RSRC_CONF,
+        "seconds between profile exports (default 10)"),
+    AP_INIT_TAKE1("OtelProfilingMaxDepth", spanprof_set_profiling_depth, NULL,
+        RSRC_CONF, "frames kept per stack, 1 to 256 (default 64)"),
+    AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
+        RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
+
+    { NULL }
+};
+
+
+/* ---- configuration checks ------------------------------------------------- */
+
+static int
+spanprof_pre_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp)
+{
+    memset(&spanprof_globals, 0, sizeof(spanprof_globals));
+    return OK;
+}
+
+
+/* Marks the configurations of <Location> sections with their route (the
+ * section's path; none for regex ones): after the per-directory merge it
+ * tells which <Location> a request ended in. */
+static void
+spanprof_mark_routes(apr_pool_t *pconf, server_rec *s)
+{
+    int                    i;
+    core_dir_config       *cd;
+    core_server_config    *sconf;
+    ap_conf_vector_t     **sec;
+    spanprof_dir_conf_t   *dc;
+
+    for (; s != NULL; s = s->next) {
+        sconf = ap_get_core_module_config(s->module_config);
+        if (sconf == NULL || sconf->sec_url == NULL) {
+            continue;
+        }
+        sec = (ap_conf_vector_t **) sconf->sec_url->elts;
+        for (i = 0; i < sconf->sec_url->nelts; i++) {
+            cd = ap_get_core_module_config(sec[i]);
+            if (cd == NULL) {
+                continue;
+            }
+            /* Sections hold configurations only for the modules that have
+             * directives in them: give this one ours. */
+            dc = ap_get_module_config(sec[i], &spanprof_module);
+            if (dc == NULL) {
+                dc = spanprof_create_dir_conf(pconf, cd->d);
+                ap_set_module_config(sec[i], &spanprof_module, dc);
+            }
+            dc->route_set = 1;
+            dc->route = (cd->r == NULL && !cd->d_is_fnmatch) ? cd->d : NULL;
+        }
+    }
+}
+
+
+static int
+spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
+    server_rec *s)
+{
+    spanprof_srv_conf_t  *sc;
+    int                   size, count;
+
+    sc = ap_get_module_config(s->module_config, &spanprof_module);
+
+    spanprof_mark_routes(pconf, s);
+
+    if (spanprof_globals.trace_line && sc->endpoint == NULL) {
+        ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
+                     "spanprof: OtelTrace On in %s:%d but no "
+                     "OtelExporterEndpoint is configured",
+                     spanprof_globals.trace_file, spanprof_globals.trace_line);
+        return !OK;
+    }
+
+    if (spanprof_globals.profiling_used && sc->endpoint == NULL
+        && sc->pyroscope == NULL)
+    {
+        ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
+                     "spanprof: OtelProfiling is On but neither "
+                     "OtelExporterEndpoint nor OtelProfilingPyroscope is "
+                     "configured");
+        return !OK;
+    }
+
+    size = sc->batch_size != SPANPROF_UNSET ? sc->batch_size : 512;
+    count = sc->batch_count != SPANPROF_UNSET ? sc->batch_count : 4;
+    /* The queue is preallocated, about 3 KiB a span. */
+    if ((apr_int64_t) size * count > 65536) {
+        ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
+                     "spanprof: OtelExporterBatchSize (%d) times "
+                     "OtelExporterBatchCount (%d) is more than 65536 spans",
+                     size, count);
+        return !OK;
+    }
+    return OK;
+}
+
+
+/* ---- request hooks -------------------------------------------------------- */
+
+static int
+spanprof_post_read_request(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (!spanprof_globals.used || r->main != NULL || r->prev != NULL) {
+        return DECLINED;
+    }
+
+    /* A new request on this thread: nothing else runs here now. */
+    if (spanprof_sampling()) {
+        sp_thread_ctx_detach();
+        spanprof_thread_serves();
+    }
+
+    /* The span's start is when httpd began reading the request. */
+    ctx = spanprof_get_ctx(r, 1);
+    spanprof_conn(r->connection, 1)->active = ctx;
+
+    /* When no <Location> can change them, the ids are known now (without
+     * an incoming traceparent they are new whatever the mode), and the
+     * thread is labelled from here on if the virtual host profiles;
+     * sampling, the route and per-location profiling follow at
+     * translate_name. */
+    if (!spanprof_globals.section_context
+        || apr_table_get(r->headers_in, "traceparent") == NULL)
+    {
+        spanprof_resolve_ids(r, ctx);
+        ctx->sampled = spanprof_dir_conf(r)->trace == 1;
+        spanprof_profile_request(r, ctx);
+    }
+    return DECLINED;
+}
+
+
+/* Right after httpd's first <Location> walk: the trace context is decided
+ * with the settings of the location the request is in. */
+static int
+spanprof_translate_name(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (!spanprof_globals.used) {
+        return DECLINED;
+    }
+    ctx = spanprof_resolve(r);
+    spanprof_set_env(r, ctx);
+    if (r->main == NULL) {
+        spanprof_profile_request(r, ctx);
+    }
+    return DECLINED;
+}
+
+
+/* The final per-directory settings (and again after internal redirects):
+ * the headers sent to backends follow them. */
+static int
+spanprof_fixups(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (!spanprof_globals.used) {
+        return DECLINED;
+    }
+    ctx = spanprof_resolve(r);
+    spanprof_set_env(r, ctx);
+    if (r->main != NULL) {
+        return DECLINED;
+    }
+    if (spanprof_injects(spanprof_dir_conf(r)->context)) {
+        spanprof_inject(r, ctx);
+    }
+    spanprof_profile_request(r, ctx);
+    return DECLINED;
+}
+
+
+static int
+spanprof_handler(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (!spanprof_globals.used || r->main != NULL) {
+        return DECLINED;
+    }
+    ctx = spanprof_get_ctx(r, 0);
+    if (ctx == NULL) {
+        return DECLINED;
+    }
+    spanprof_bind(ctx);
+    if (ctx->proxy_handler_ns == 0 && r->handler != NULL
+        && strcmp(r->handler, "proxy-server") == 0)
+    {
+        ctx->proxy_handler_ns = sp_now_ns();
+    }
+    return DECLINED;
+}
+
+
+static int
+spanprof_log_transaction(request_rec *r)
+{
+    spanprof_ctx_t          *ctx;
+    spanprof_conn_t         *cc;
+    sp_thread_ctx_record_t  *saved;
+
+    if (!spanprof_globals.used || r->main != NULL) {
+        return DECLINED;
+    }
+
+    /* Requests rejected before translate_name (400s) get their context
+     * only now. */
+    ctx = spanprof_resolve(r);
+    if (ctx->logged) {
+        return DECLINED;
+    }
+    spanprof_set_env(r, ctx);
+
+    /* This may run when the response's last bytes are written: on another
+     * thread (event), or while this thread serves the next request of the
+     * connection; the work done here is this request's. */
+    saved = sp_thread_ctx_current();
+    spanprof_bind(ctx);
+
+    if (ctx->sampled && spanprof_exporter != NULL && spanprof_export_spans) {
+        spanprof_export(r, ctx);
+    }
+
+    ctx->logged = 1;
+    cc = spanprof_conn(r->connection, 0);
+    if (cc != NULL && cc->active == ctx) {
+        cc->active = NULL;
+    }
+
+    if (saved != NULL && saved != &ctx->record) {
+        sp_thread_ctx_attach(saved);
+    } else if (spanprof_sampling()) {
+        sp_thread_ctx_detach();
+    }
+    return DECLINED;
+}
+
+
+/* ---- mod_proxy ------------------------------------------------------------ */
+
+typedef int (*spanprof_scheme_fn_t)(request_rec *r, void *worker, void *conf,
+    char *url, const char *proxyhost, apr_port_t proxyport);
+typedef void (*spanprof_hook_scheme_t)(spanprof_scheme_fn_t fn,
+    const char *const *pre, const char *const *succ, int order);
+
+
+/* Each attempt of mod_proxy (a balancer may try several workers). */
+static int
+spanprof_proxy_scheme_handler(request_rec *r, void *worker, void *conf,
+    char *url, const char *proxyhost, apr_port_t proxyport)
+{
+    if (spanprof_globals.used) {
+        spanprof_proxy_attempt(r, url);
+    }
+    return DECLINED;
+}
+
+
+static int
+spanprof_proxy_request_status(int *status, request_rec *r)
+{
+    if (spanprof_globals.used) {
+        spanprof_proxy_done(r, *status);
+    }
+    return DECLINED;
+}
+
+
+static int  spanprof_proxy_hooked;
+
+
+/* ---- child process -------------------------------------------------------- */
+
+/* Lines from common/, possibly from the exporter thread. */
+static void
+spanprof_log(void *ud, int level, const char *msg)
+{
+    static const int  levels[] = {
+        APLOG_ERR, APLOG_WARNING, APLOG_INFO, APLOG_DEBUG
+    };
+
+    ap_log_error(APLOG_MARK, levels[level & 3], 0, spanprof_main_server,
+                 "%s", msg);
+}
+
+
+static apr_status_t
+spanprof_child_exit(void *data)
+{
+    sp_exporter_t  *e = spanprof_exporter;
+
+    /* The sampler first, so the last profile is complete when the
+     * exporter flushes it; the flush is bounded by the shutdown timeout. */
+    spanprof_profiling_stop();
+
+    spanprof_exporter = NULL;
+    spanprof_export_spans = 0;
+    sp_exporter_stop(e);
+    sp_process_context_drop();
+    return APR_SUCCESS;
+}
+
+
+static void
+spanprof_child_init(apr_pool_t *p, server_rec *s)
+{
+    int                   i, n;
+    char                  err[256];
+    sigset_t              all, old;
+    const char          **headers, *service;
+    sp_resource_t         res;
+    spanprof_kv_t        *kv;
+    sp_exporter_conf_t    ec;
+    spanprof_srv_conf_t  *sc;
+
+    spanprof_main_server = s;
+    spanprof_exporter = NULL;
+    spanprof_export_spans = 0;
+
+    sc = ap_get_module_config(s->module_config, &spanprof_module);
+    if (!spanprof_globals.used
+        || (sc->endpoint == NULL
+            && !(spanprof_globals.profiling_used && sc->pyroscope != NULL)))
+    {
+        return;
+    }
+
+    sp_ids_thread_init();
+
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
+                 "spanprof: mod_proxy attempts %s", spanprof_proxy_hooked
+                 ? "hooked (scheme_handler)"
+                 : "not hooked (mod_proxy absent or loaded after "
+                   "mod_spanprof): one attempt per request");
+
+    service = sc->service_name;
+    if (sp_resource_init(&res, "apache2", service, NULL) != 0) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                     "spanprof: exporter not started: out of memory");
+        return;
+    }
+    kv = sc->resource_attrs ? (spanprof_kv_t *) sc->resource_attrs->elts
+                            : NULL;
+    n = sc->resource_attrs ? sc->resource_attrs->nelts : 0;
+    for (i = 0; i < n; i++) {
+        if (service != NULL && strcmp(kv[i].key, "service.name") == 0) {
+            continue;   /* OtelServiceName wins */
+        }
+        if (sp_resource_set(&res, kv[i].key, kv[i].value) != 0) {
+            sp_resource_free(&res);
+            ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                         "spanprof: exporter not started: out of memory");
+            return;
+        }
+    }
+
+    n = sc->headers ? sc->headers->nelts : 0;
+    headers = apr_pcalloc(p, (n + 1) * sizeof(char *));
+    for (i = 0; i < n; i++) {
+        headers[i] = ((const char **) sc->headers->elts)[i];
+    }
+
+    memset(&ec, 0, sizeof(ec));
+    ec.endpoint = sc->endpoint;
+    ec.headers = headers;
+    ec.trusted_certificate = sc->trusted_certificate;
+    ec.gzip = sc->compression == 1;
+    ec.interval_ms = sc->interval_ms != SPANPROF_UNSET ? sc->interval_ms
+                                                       : 5000;
+    ec.batch_size = sc->batch_size != SPANPROF_UNSET ? sc->batch_size : 512;
+    ec.batch_count = sc->batch_count != SPANPROF_UNSET ? sc->batch_count : 4;
+    ec.connect_timeout_ms = sc->connect_timeout_ms != SPANPROF_UNSET
+                            ? sc->connect_timeout_ms : 2000;
+    ec.timeout_ms = sc->timeout_ms != SPANPROF_UNSET ? sc->timeout_ms : 10000;
+    ec.shutdown_timeout_ms = sc->shutdown_timeout_ms != SPANPROF_UNSET
+                             ? sc->shutdown_timeout_ms : 2000;
+    ec.resource = &res;
+    ec.log.fn = spanprof_log;
+    ec.profiling = spanprof_globals.profiling_used;
+    ec.profiles_interval_ms = sc->profiling_interval_ms != SPANPROF_UNSET
+                              ? sc->profiling_interval_ms : 10000;
+    ec.pyroscope_url = sc->pyroscope;
+
+    /* The exporter thread (and what it starts) takes no signal: the
+     * child's signals are for httpd's own threads (prefork's handlers must
+     * not run on it). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    /* External profilers read the same resource and request labels. */
+    if (spanprof_exporter != NULL && spanprof_globals.profiling_used
+        && sp_process_context_publish(&res, err, sizeof(err)) != 0)
+    {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                     "spanprof: process context not published: %s", err);
+    }
+    sp_resource_free(&res);
+
+    if (spanprof_exporter == NULL) {
+        /* Requests are still served, just not traced or profiled. */
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                     "spanprof: exporter not started: %s", err);
+        return;
+    }
+    spanprof_export_spans = sc->endpoint != NULL;
+
+    apr_pool_cleanup_register(p, NULL, spanprof_child_exit,
+                              apr_pool_cleanup_null);
+
+    if (spanprof_globals.profiling_used) {
+        if (sc->profiling_rate == SPANPROF_UNSET) {
+            sc->profiling_rate = 100;
+        }
+        if (sc->profiling_max_depth == SPANPROF_UNSET) {
+            sc->profiling_max_depth = 64;
+        }
+        (void) spanprof_profiling_start(s, sc);
+    }
+}
+
+
+/* ---- registration --------------------------------------------------------- */
+
+static void
+spanprof_register_hooks(apr_pool_t *p)
+{
+    spanprof_hook_scheme_t  hook_scheme;
+
+    ap_hook_pre_config(spanprof_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_check_config(spanprof_check_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
+
+    ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,
+                              APR_HOOK_REALLY_FIRST);
+    ap_hook_translate_name(spanprof_translate_name, NULL, NULL,
+                           APR_HOOK_REALLY_FIRST);
+    ap_hook_fixups(spanprof_fixups, NULL, NULL, APR_HOOK_REALLY_FIRST);
+    ap_hook_handler(spanprof_handler, NULL, NULL, APR_HOOK_REALLY_FIRST);
+    ap_hook_log_transaction(spanprof_log_transaction, NULL, NULL,
+                            APR_HOOK_REALLY_FIRST);
+
+    spanprof_register_profiling_hooks();
+
+    /* mod_proxy: the end of the exchange through an optional hook (works
+     * whatever the load order); each attempt through its scheme_handler
+     * hook when mod_proxy is already loaded (its symbols are global). */
+    apr_optional_hook_add("request_status",
+                          (void (*)(void)) spanprof_proxy_request_status,
+                          NULL, NULL, APR_HOOK_REALLY_FIRST);
+    hook_scheme = (spanprof_hook_scheme_t) dlsym(RTLD_DEFAULT,
+                                                 "proxy_hook_scheme_handler");
+    if (hook_scheme != NULL) {
+        hook_scheme(spanprof_proxy_scheme_handler, NULL, NULL,
+                    APR_HOOK_REALLY_FIRST);
+        spanprof_proxy_hooked = 1;
+    }
+}
+
+
+AP_DECLARE_MODULE(spanprof) = {
+    STANDARD20_MODULE_STUFF,
+    spanprof_create_dir_conf,       /* create per-directory config */
+    spanprof_merge_dir_conf,        /* merge per-directory config */
+    spanprof_create_srv_conf,       /* create per-server config */
+    NULL,                           /* merge per-server config */
+    spanprof_cmds,                  /* command table */
+    spanprof_register_hooks         /* register hooks */
+};

@@ -1,0 +1,195 @@
+/*
+ * spanprof for Apache httpd 2.4: the declarations shared by the module's
+ * files.
+ *   mod_spanprof.c        directives, configuration, hooks, child process
+ *   spanprof_context.c    per-request trace context, propagation, env vars
+ *   spanprof_span.c       SERVER and CLIENT spans at log_transaction
+ *   spanprof_profiling.c  the sampler in each child and the binding of
+ *                         requests to the threads' CPU samples
+ */
+
+#ifndef MOD_SPANPROF_H
+#define MOD_SPANPROF_H
+
+#include "httpd.h"
+#include "http_config.h"
+#include "ap_expr.h"
+#include "apr_tables.h"
+
+#include "common/exporter.h"
+#include "common/ids.h"
+#include "common/thread_ctx.h"
+#include "common/traceparent.h"
+
+
+#define SPANPROF_CTX_IGNORE     0
+#define SPANPROF_CTX_EXTRACT    1
+#define SPANPROF_CTX_INJECT     2
+#define SPANPROF_CTX_PROPAGATE  3
+
+#define spanprof_extracts(mode)                                               \
+    ((mode) == SPANPROF_CTX_EXTRACT || (mode) == SPANPROF_CTX_PROPAGATE)
+#define spanprof_injects(mode)                                                \
+    ((mode) == SPANPROF_CTX_INJECT || (mode) == SPANPROF_CTX_PROPAGATE)
+
+#define SPANPROF_UNSET  (-1)
+
+#define SPANPROF_MAX_ATTEMPTS  8
+
+
+/* Process-wide settings: only in the main server configuration (the
+ * exporter and the sampler are one per child process). */
+typedef struct {
+    const char          *endpoint;
+    apr_array_header_t  *headers;          /* of char * "Name: value" */
+    const char          *trusted_certificate;
+    apr_int64_t          interval_ms;      /* SPANPROF_UNSET: default */
+    int                  batch_size;
+    int                  batch_count;
+    int                  compression;      /* 0 none, 1 gzip */
+    apr_int64_t          timeout_ms;
+    apr_int64_t          connect_timeout_ms;
+    apr_int64_t          shutdown_timeout_ms;
+
+    const char          *service_name;
+    apr_array_header_t  *resource_attrs;   /* of spanprof_kv_t */
+
+    int                  profiling_rate;
+    apr_int64_t          profiling_interval_ms;
+    int                  profiling_max_depth;
+    const char          *pyroscope;
+} spanprof_srv_conf_t;
+
+
+typedef struct {
+    const char          *key;
+    const char          *value;
+} spanprof_kv_t;
+
+
+typedef struct {
+    const char          *key;
+    ap_expr_info_t      *value;
+} spanprof_attr_t;
+
+
+/* Per directory/location; merged like httpd's own modules. */
+typedef struct {
+    int                  trace;            /* SPANPROF_UNSET, 0, 1 */
+    int                  context;          /* SPANPROF_UNSET, SPANPROF_CTX_* */
+    ap_expr_info_t      *span_name;        /* NULL: inherit / default */
+    apr_array_header_t  *span_attrs;       /* NULL: inherit */
+    int                  profiling;        /* SPANPROF_UNSET, 0, 1 */
+
+    /* The route: set (after the configuration is read) on the
+     * configurations of <Location> sections; a regex one has none. */
+    int                  route_set;
+    const char          *route;
+} spanprof_dir_conf_t;
+
+
+/* The trace context of one request (the original request: internal
+ * redirects share its pool, subrequests point to it through r->main). */
+typedef struct {
+    request_rec             *r;               /* original request */
+    uint8_t                  trace_id[SP_TRACE_ID_LEN];
+    uint8_t                  span_id[SP_SPAN_ID_LEN];
+    uint8_t                  parent_id[SP_SPAN_ID_LEN];
+    uint8_t                  client_span_id[SP_SPAN_ID_LEN];
+    uint64_t                 start_ns;
+    const char              *tracestate;      /* valid incoming, or NULL */
+    char                     traceparent[SP_TRACEPARENT_LEN + 1];
+    uint8_t                  parent_flags;
+
+    unsigned                 ids:1;          /* trace/span ids known */
+    unsigned                 resolved:1;     /* and sampling decided */
+    unsigned                 sampled:1;
+    unsigned                 has_parent:1;
+    unsigned                 random:1;
+    unsigned                 client_span:1;
+    unsigned                 logged:1;
+    unsigned                 profiled:1;
+
+    /* The proxied exchange (CLIENT span). */
+    uint64_t                 proxy_handler_ns;
+    unsigned                 proxy_done:1;
+    unsigned                 peer_answered:1;
+    int                      proxy_status;    /* peer's, or the failure */
+    int                      nattempts;
+    uint64_t                 proxy_start_ns;
+    uint64_t                 proxy_end_ns;
+    struct {
+        uint64_t             start_ns;
+        const char          *host;
+        int                  port;
+        const char          *path;            /* unix socket, or NULL */
+    }                        attempts[SPANPROF_MAX_ATTEMPTS];
+
+    /* The labels of this request's CPU samples (OTEP 4947 record). */
+    sp_thread_ctx_record_t   record;
+} spanprof_ctx_t;
+
+/* Per connection: the request being served on it, so that a thread that
+ * resumes the connection (event MPM write completion) runs labelled. */
+typedef struct {
+    spanprof_ctx_t          *active;
+} spanprof_conn_t;
+
+
+/* Set while the configuration is read (reset in pre_config). */
+typedef struct {
+    int                  used;             /* some tracing/propagation/profiling */
+    int                  profiling_used;
+    int                  section_context;  /* OtelTraceContext in a section */
+    const char          *trace_file;       /* first OtelTrace On */
+    int                  trace_line;
+} spanprof_globals_t;
+
+
+extern module AP_MODULE_DECLARE_DATA spanprof_module;
+extern spanprof_globals_t  spanprof_globals;
+extern sp_exporter_t      *spanprof_exporter;
+extern int                 spanprof_export_spans;
+extern server_rec         *spanprof_main_server;
+
+
+/* mod_spanprof.c */
+spanprof_dir_conf_t *spanprof_dir_conf(request_rec *r);
+
+/* spanprof_context.c */
+spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);
+spanprof_conn_t *spanprof_conn(conn_rec *c, int create);
+void spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx);
+spanprof_ctx_t *spanprof_resolve(request_rec *r);
+uint8_t spanprof_flags(spanprof_ctx_t *ctx);
+const uint8_t *spanprof_client_span_id(spanprof_ctx_t *ctx);
+const char *spanprof_traceparent(spanprof_ctx_t *ctx);
+void spanprof_inject(request_rec *r, spanprof_ctx_t *ctx);
+void spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx);
+request_rec *spanprof_last(request_rec *r);
+
+/* spanprof_span.c */
+void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
+const char *spanprof_default_name(request_rec *r, apr_size_t *len);
+void spanprof_proxy_attempt(request_rec *r, const char *url);
+void spanprof_proxy_done(request_rec *r, int status);
+
+/* spanprof_profiling.c */
+int spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc);
+void spanprof_profiling_stop(void);
+int spanprof_sampling(void);
+void spanprof_thread_serves(void);
+void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
+void spanprof_register_profiling_hooks(void);
+
+/* Labels the thread with the request, if it is profiled: the caller runs
+ * code for it next. */
+static APR_INLINE void
+spanprof_bind(spanprof_ctx_t *ctx)
+{
+    if (ctx != NULL && ctx->profiled) {
+        sp_thread_ctx_attach(&ctx->record);
+    }
+}
+
+#endif

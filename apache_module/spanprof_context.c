@@ -1,0 +1,316 @@
+/*
+ * The trace context of a request: extracted from traceparent/tracestate,
+ * or started anew, decided sampled or not, injected into the request
+ * headers that mod_proxy passes to backends, and exported to the request
+ * environment (OTEL_TRACE_ID, OTEL_SPAN_ID, OTEL_PARENT_ID,
+ * OTEL_TRACEPARENT).
+ */
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_request.h"
+#include "apr_strings.h"
+
+#include "mod_spanprof.h"
+#include "common/traceparent.h"
+#include "common/tracestate.h"
+
+
+static const char  spanprof_ctx_key[] = "spanprof-ctx";
+
+
+/* The context lives in the original request's pool (shared by internal
+ * redirects); its cleanup makes sure no thread's labels point into the
+ * freed pool. */
+static apr_status_t
+spanprof_ctx_cleanup(void *data)
+{
+    spanprof_ctx_t   *ctx = data;
+    spanprof_conn_t  *cc;
+
+    if (sp_thread_ctx_current() == &ctx->record) {
+        sp_thread_ctx_detach();
+    }
+    cc = spanprof_conn(ctx->r->connection, 0);
+    if (cc != NULL && cc->active == ctx) {
+        cc->active = NULL;
+    }
+    return APR_SUCCESS;
+}
+
+
+spanprof_conn_t *
+spanprof_conn(conn_rec *c, int create)
+{
+    spanprof_conn_t  *cc;
+
+    cc = ap_get_module_config(c->conn_config, &spanprof_module);
+    if (cc == NULL && create) {
+        cc = apr_pcalloc(c->pool, sizeof(spanprof_conn_t));
+        ap_set_module_config(c->conn_config, &spanprof_module, cc);
+    }
+    return cc;
+}
+
+
+request_rec *
+spanprof_last(request_rec *r)
+{
+    while (r->next != NULL) {
+        r = r->next;
+    }
+    return r;
+}
+
+
+spanprof_ctx_t *
+spanprof_get_ctx(request_rec *r, int create)
+{
+    void            *data;
+    request_rec     *orig;
+    spanprof_ctx_t  *ctx;
+
+    /* Subrequests share their main request's context. */
+    while (r->main != NULL) {
+        r = r->main;
+    }
+
+    ctx = ap_get_module_config(r->request_config, &spanprof_module);
+    if (ctx != NULL) {
+        return ctx;
+    }
+
+    /* An internal redirect has a new request_config but the same pool. */
+    data = NULL;
+    (void) apr_pool_userdata_get(&data, spanprof_ctx_key, r->pool);
+    if (data != NULL) {
+        ap_set_module_config(r->request_config, &spanprof_module, data);
+        return data;
+    }
+
+    if (!create) {
+        return NULL;
+    }
+
+    for (orig = r; orig->prev != NULL; orig = orig->prev) {
+        /* void */
+    }
+
+    ctx = apr_pcalloc(orig->pool, sizeof(spanprof_ctx_t));
+    ctx->r = orig;
+    /* The time httpd started reading the request line. */
+    ctx->start_ns = (uint64_t) orig->request_time * 1000;
+    if (ctx->start_ns == 0) {
+        ctx->start_ns = (uint64_t) apr_time_now() * 1000;
+    }
+
+    (void) apr_pool_userdata_setn(ctx, spanprof_ctx_key, spanprof_ctx_cleanup,
+                                  orig->pool);
+    ap_set_module_config(r->request_config, &spanprof_module, ctx);
+    return ctx;
+}
+
+
+typedef struct {
+    const char  *name;
+    int          n;
+    const char  *first;
+    char        *joined;
+    apr_size_t   len;
+    apr_pool_t  *pool;
+} spanprof_scan_t;
+
+
+static int
+spanprof_count_header(void *data, const char *key, const char *value)
+{
+    spanprof_scan_t  *sc = data;
+
+    (void) key;
+    if (sc->n++ == 0) {
+        sc->first = value;
+    }
+    return 1;
+}
+
+
+static int
+spanprof_join_header(void *data, const char *key, const char *value)
+{
+    spanprof_scan_t  *sc = data;
+
+    (void) key;
+    if (sc->joined == NULL) {
+        sc->joined = apr_pstrdup(sc->pool, value);
+    } else {
+        sc->joined = apr_pstrcat(sc->pool, sc->joined, ",", value, NULL);
+    }
+    return 1;
+}
+
+
+/* Reads traceparent and tracestate as W3C Trace Context says: exactly one
+ * valid traceparent, and the tracestate lines joined with ',' in order
+ * (httpd itself joins repeated header lines with ", "). */
+static void
+spanprof_extract(request_rec *r, spanprof_ctx_t *ctx)
+{
+    spanprof_scan_t   tp, ts;
+    sp_traceparent_t  parsed;
+
+    memset(&tp, 0, sizeof(tp));
+    apr_table_do(spanprof_count_header, &tp, r->headers_in, "traceparent",
+                 NULL);
+
+    if (tp.n != 1
+        || sp_traceparent_parse(tp.first, strlen(tp.first), &parsed) != 0)
+    {
+        /* No valid parent: the tracestate is not ours to keep either. */
+        return;
+    }
+
+    memcpy(ctx->trace_id, parsed.trace_id, SP_TRACE_ID_LEN);
+    memcpy(ctx->parent_id, parsed.parent_id, SP_SPAN_ID_LEN);
+    ctx->parent_flags = parsed.flags;
+    ctx->has_parent = 1;
+    ctx->random = (parsed.flags & SP_TRACE_FLAG_RANDOM) != 0;
+
+    memset(&ts, 0, sizeof(ts));
+    ts.pool = ctx->r->pool;
+    apr_table_do(spanprof_join_header, &ts, r->headers_in, "tracestate",
+                 NULL);
+    if (ts.joined == NULL || ts.joined[0] == '\0'
+        || sp_tracestate_validate(ts.joined, strlen(ts.joined)) != 0)
+    {
+        return;
+    }
+    ctx->tracestate = ts.joined;
+}
+
+
+/* The ids, decided once per request: the trace id is the incoming one when
+ * the settings in effect for r extract it. */
+void
+spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx)
+{
+    if (ctx->ids) {
+        return;
+    }
+    ctx->ids = 1;
+
+    if (spanprof_extracts(spanprof_dir_conf(r)->context)) {
+        spanprof_extract(r, ctx);
+    }
+
+    if (!ctx->has_parent) {
+        sp_trace_id_generate(ctx->trace_id);
+        ctx->random = 1;
+    }
+    sp_span_id_generate(ctx->span_id);
+}
+
+
+/* Decided once per request, with the settings of the location the request
+ * is in when first asked: right after httpd's first <Location> walk
+ * (translate_name), or at log_transaction for requests rejected before.
+ * The ids may have been decided earlier (post_read_request) when no
+ * location could have changed them. */
+spanprof_ctx_t *
+spanprof_resolve(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    ctx = spanprof_get_ctx(r, 1);
+    if (ctx->resolved) {
+        return ctx;
+    }
+    ctx->resolved = 1;
+
+    spanprof_resolve_ids(r, ctx);
+    ctx->sampled = spanprof_dir_conf(r)->trace == 1;
+
+    return ctx;
+}
+
+
+const uint8_t *
+spanprof_client_span_id(spanprof_ctx_t *ctx)
+{
+    if (!ctx->client_span) {
+        sp_span_id_generate(ctx->client_span_id);
+        ctx->client_span = 1;
+    }
+    return ctx->client_span_id;
+}
+
+
+uint8_t
+spanprof_flags(spanprof_ctx_t *ctx)
+{
+    return (ctx->sampled ? SP_TRACE_FLAG_SAMPLED : 0)
+           | (ctx->random ? SP_TRACE_FLAG_RANDOM : 0);
+}
+
+
+const char *
+spanprof_traceparent(spanprof_ctx_t *ctx)
+{
+    if (ctx->traceparent[0] == '\0') {
+        sp_traceparent_format(ctx->traceparent, ctx->trace_id,
+                              spanprof_client_span_id(ctx),
+                              spanprof_flags(ctx));
+        ctx->traceparent[SP_TRACEPARENT_LEN] = '\0';
+    }
+    return ctx->traceparent;
+}
+
+
+/* inject and propagate: our traceparent replaces the client's; tracestate
+ * travels only with the parent it belongs to (kept in propagate mode when
+ * valid, removed otherwise). mod_proxy_http/ajp forward r->headers_in, and
+ * mod_proxy_fcgi passes them as HTTP_* parameters. */
+void
+spanprof_inject(request_rec *r, spanprof_ctx_t *ctx)
+{
+    apr_table_setn(r->headers_in, "traceparent", spanprof_traceparent(ctx));
+    if (ctx->tracestate != NULL) {
+        apr_table_setn(r->headers_in, "tracestate", ctx->tracestate);
+    } else {
+        apr_table_unset(r->headers_in, "tracestate");
+    }
+}
+
+
+static const char *
+spanprof_hex(apr_pool_t *p, const uint8_t *id, apr_size_t n)
+{
+    char  *s;
+
+    s = apr_palloc(p, 2 * n + 1);
+    sp_hex_encode(s, id, n);
+    s[2 * n] = '\0';
+    return s;
+}
+
+
+/* For mod_log_config (%{OTEL_TRACE_ID}e), mod_headers (%{...}e), CGI and
+ * SSI. Every request_rec has its own environment (an internal redirect
+ * gets REDIRECT_-prefixed copies), so each one is given the values. */
+void
+spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx)
+{
+    apr_pool_t  *p = ctx->r->pool;
+
+    if (apr_table_get(r->subprocess_env, "OTEL_SPAN_ID") != NULL) {
+        return;
+    }
+    apr_table_setn(r->subprocess_env, "OTEL_TRACE_ID",
+                   spanprof_hex(p, ctx->trace_id, SP_TRACE_ID_LEN));
+    apr_table_setn(r->subprocess_env, "OTEL_SPAN_ID",
+                   spanprof_hex(p, ctx->span_id, SP_SPAN_ID_LEN));
+    apr_table_setn(r->subprocess_env, "OTEL_PARENT_ID",
+                   ctx->has_parent
+                   ? spanprof_hex(p, ctx->parent_id, SP_SPAN_ID_LEN) : "");
+    apr_table_setn(r->subprocess_env, "OTEL_TRACEPARENT",
+                   spanprof_traceparent(ctx));
+}

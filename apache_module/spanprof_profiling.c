@@ -1,0 +1,276 @@
+/*
+ * Profiling in httpd: one sampler per child process, and the binding of
+ * each thread's CPU samples to the request whose code it runs.
+ *
+ * Every thread that serves a request gets its own CPU-time timer the first
+ * time it does (post_read_request); prefork's single thread is no
+ * different. A thread's labels (the OTEP 4947 record pointer) name a
+ * request while the thread runs code for it, and nothing otherwise:
+ *
+ *   attach  post_read_request (when the ids cannot change later: no
+ *           incoming traceparent, or no OtelTraceContext inside a section;
+ *           otherwise translate_name, right after the first <Location>
+ *           walk), translate_name and fixups (the record is refilled with
+ *           the final per-directory settings and route), handler entry,
+ *           the request's output filter, and log_transaction (which may run
+ *           later, when the last bytes are written);
+ *   detach  post_read_request (a new request starts on this thread), the
+ *           end of log_transaction (the labels it found are restored), the
+ *           request pool's cleanup, and the connection boundaries:
+ *           pre_connection, process_connection (each time a thread takes a
+ *           connection up), pre_close_connection and suspend_connection
+ *           (event: the connection goes back to the listener or is handed
+ *           on).
+ *
+ * With the event MPM a connection in write completion may be resumed by
+ * another thread (resume_connection): that thread is labelled with the
+ * connection's unfinished request, since what it runs then (the core output
+ * filter, the request's log_transaction) is that request's code.
+ */
+
+#include <signal.h>
+#include <pthread.h>
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_connection.h"
+#include "http_log.h"
+#include "http_request.h"
+#include "mpm_common.h"
+#include "util_filter.h"
+
+#include "mod_spanprof.h"
+#include "common/sampler.h"
+
+APLOG_USE_MODULE(spanprof);
+
+
+static int                    spanprof_sampling_on;
+static __thread int           spanprof_thread_state;   /* 1 ok, -1 failed */
+static ap_filter_rec_t       *spanprof_bind_filter;
+
+
+int
+spanprof_sampling(void)
+{
+    return spanprof_sampling_on;
+}
+
+
+/* The calling thread serves requests: arm its CPU timer once. */
+void
+spanprof_thread_serves(void)
+{
+    sigset_t  set;
+
+    if (!spanprof_sampling_on || spanprof_thread_state != 0) {
+        return;
+    }
+
+    /* httpd's threaded MPMs block every asynchronous signal in their
+     * threads; the timer's SIGPROF is directed at this thread. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGPROF);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+
+    if (sp_sampler_thread_register() != 0) {
+        spanprof_thread_state = -1;
+        ap_log_error(APLOG_MARK, APLOG_ERR, errno, spanprof_main_server,
+                     "spanprof: the CPU timer of a thread could not be set; "
+                     "its requests are not profiled");
+        return;
+    }
+    spanprof_thread_state = 1;
+}
+
+
+/* Decides whether the request is profiled with the settings in effect for
+ * r now, and (re)fills its record; called again after the final
+ * per-directory merge and after internal redirects. */
+void
+spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
+{
+    const char           *name;
+    apr_size_t            len;
+    spanprof_dir_conf_t  *dc;
+
+    if (!spanprof_sampling_on) {
+        return;
+    }
+
+    dc = spanprof_dir_conf(r);
+    if (dc->profiling != 1 || spanprof_thread_state != 1) {
+        if (ctx->profiled) {
+            ctx->profiled = 0;
+            if (sp_thread_ctx_current() == &ctx->record) {
+                sp_thread_ctx_detach();
+            }
+        }
+        return;
+    }
+
+    /* Readers follow the pointer only: never rewrite an attached record. */
+    if (sp_thread_ctx_current() == &ctx->record) {
+        sp_thread_ctx_detach();
+    }
+    name = spanprof_default_name(r, &len);
+    sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
+                              spanprof_flags(ctx), name, len);
+    ctx->profiled = 1;
+    sp_thread_ctx_attach(&ctx->record);
+}
+
+
+/* ---- connection boundaries ------------------------------------------------ */
+
+static int
+spanprof_pre_connection(conn_rec *c, void *csd)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+    }
+    return OK;
+}
+
+
+static int
+spanprof_process_connection(conn_rec *c)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+    }
+    return DECLINED;
+}
+
+
+static int
+spanprof_pre_close_connection(conn_rec *c)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+    }
+    return OK;
+}
+
+
+static void
+spanprof_suspend_connection(conn_rec *c, request_rec *r)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+    }
+}
+
+
+static void
+spanprof_resume_connection(conn_rec *c, request_rec *r)
+{
+    spanprof_conn_t  *cc;
+
+    if (!spanprof_sampling_on) {
+        return;
+    }
+    sp_thread_ctx_detach();
+
+    cc = spanprof_conn(c, 0);
+    if (cc != NULL && cc->active != NULL && cc->active->profiled
+        && !cc->active->logged)
+    {
+        spanprof_thread_serves();
+        if (spanprof_thread_state == 1) {
+            sp_thread_ctx_attach(&cc->active->record);
+        }
+    }
+}
+
+
+/* ---- the request's output ------------------------------------------------- */
+
+static apr_status_t
+spanprof_bind_output(ap_filter_t *f, apr_bucket_brigade *bb)
+{
+    spanprof_ctx_t  *ctx = f->ctx;
+
+    if (ctx != NULL && ctx->profiled && !ctx->logged
+        && spanprof_thread_state == 1)
+    {
+        sp_thread_ctx_attach(&ctx->record);
+    }
+    return ap_pass_brigade(f->next, bb);
+}
+
+
+static void
+spanprof_insert_filter(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (!spanprof_sampling_on || r->main != NULL) {
+        return;
+    }
+    ctx = spanprof_get_ctx(r, 0);
+    if (ctx != NULL && ctx->profiled) {
+        ap_add_output_filter_handle(spanprof_bind_filter, ctx, r,
+                                    r->connection);
+    }
+}
+
+
+void
+spanprof_register_profiling_hooks(void)
+{
+    ap_hook_pre_connection(spanprof_pre_connection, NULL, NULL,
+                           APR_HOOK_REALLY_FIRST);
+    ap_hook_process_connection(spanprof_process_connection, NULL, NULL,
+                               APR_HOOK_REALLY_FIRST);
+    ap_hook_pre_close_connection(spanprof_pre_close_connection, NULL, NULL,
+                                 APR_HOOK_REALLY_FIRST);
+    ap_hook_suspend_connection(spanprof_suspend_connection, NULL, NULL,
+                               APR_HOOK_REALLY_LAST);
+    ap_hook_resume_connection(spanprof_resume_connection, NULL, NULL,
+                              APR_HOOK_REALLY_FIRST);
+    ap_hook_insert_filter(spanprof_insert_filter, NULL, NULL,
+                          APR_HOOK_MIDDLE);
+
+    spanprof_bind_filter = ap_register_output_filter("SPANPROF_BIND",
+                                                     spanprof_bind_output,
+                                                     NULL,
+                                                     AP_FTYPE_CONTENT_SET);
+}
+
+
+/* ---- child process -------------------------------------------------------- */
+
+int
+spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
+{
+    char               err[256];
+    sp_sampler_conf_t  conf;
+
+    conf.rate_hz = (unsigned) sc->profiling_rate;
+    conf.max_depth = (unsigned) sc->profiling_max_depth;
+    /* A few seconds of samples at the full rate for every thread: the
+     * exporter thread drains the ring every 200 ms. */
+    conf.ring_capacity = 8 * (size_t) sc->profiling_rate < 2048
+                         ? 2048 : 8 * (size_t) sc->profiling_rate;
+
+    if (sp_sampler_start(&conf, err, sizeof(err)) != 0) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
+                     "spanprof: profiling disabled: %s", err);
+        return -1;
+    }
+    spanprof_sampling_on = 1;
+    return 0;
+}
+
+
+void
+spanprof_profiling_stop(void)
+{
+    if (!spanprof_sampling_on) {
+        return;
+    }
+    spanprof_sampling_on = 0;
+    sp_sampler_stop();
+    sp_thread_ctx_detach();
+}

@@ -1,0 +1,517 @@
+/*
+ * The spans of a finished request, built at log_transaction straight into
+ * a slot of the exporter's queue: the SERVER span, and a CLIENT span when
+ * mod_proxy contacted a backend for it. Names, attributes and status rules
+ * are those of the nginx module.
+ */
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_core.h"
+#include "http_protocol.h"
+#include "http_request.h"
+#include "apr_strings.h"
+#include "apr_uri.h"
+
+#include "mod_spanprof.h"
+#include "common/clock.h"
+#include "common/span.h"
+
+
+static const char *const  spanprof_methods[] = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+    "PATCH", NULL
+};
+
+
+/* The method as OTel names it: a known method, or NULL for "_OTHER". */
+static const char *
+spanprof_known_method(request_rec *r)
+{
+    const char *const  *m;
+
+    if (r->method == NULL) {
+        return NULL;
+    }
+    for (m = spanprof_methods; *m != NULL; m++) {
+        if (strcmp(*m, r->method) == 0) {
+            return *m;
+        }
+    }
+    return NULL;
+}
+
+
+/* The <Location> (not regex) whose settings the request ended with. */
+static const char *
+spanprof_route(request_rec *r)
+{
+    spanprof_dir_conf_t  *dc;
+
+    dc = spanprof_dir_conf(r);
+    if (!dc->route_set) {
+        return NULL;
+    }
+    return dc->route;
+}
+
+
+/* "{method} {route}", "{method}" without a route; "HTTP" for a method
+ * that is not a standard one. */
+const char *
+spanprof_default_name(request_rec *r, apr_size_t *len)
+{
+    const char  *method, *route, *name;
+
+    method = spanprof_known_method(r);
+    route = spanprof_route(r);
+    if (method == NULL) {
+        method = "HTTP";
+    }
+    name = route ? apr_pstrcat(r->pool, method, " ", route, NULL) : method;
+    *len = strlen(name);
+    return name;
+}
+
+
+#define spanprof_attr_s(s, key, v)                                            \
+    sp_span_attr_str(s, SP_OWNER_SPAN, key, sizeof(key) - 1, v, strlen(v))
+
+
+static void
+spanprof_server_address(request_rec *r, sp_span_t *s)
+{
+    const char  *host, *p;
+    char        *end;
+    long         port;
+
+    if (r->hostname != NULL && r->hostname[0] != '\0') {
+        spanprof_attr_s(s, "server.address", r->hostname);
+    } else if (r->server->server_hostname != NULL) {
+        spanprof_attr_s(s, "server.address", r->server->server_hostname);
+    }
+
+    /* The port the client asked for in Host, else the one it connected to. */
+    port = 0;
+    host = apr_table_get(r->headers_in, "Host");
+    if (host != NULL) {
+        p = host;
+        if (*p == '[') {
+            p = strchr(p, ']');
+            if (p == NULL) {
+                p = host + strlen(host);
+            }
+        }
+        p = strchr(p, ':');
+        if (p != NULL && p[1] != '\0') {
+            port = strtol(p + 1, &end, 10);
+            if (*end != '\0' || port < 0 || port > 65535) {
+                port = 0;
+            }
+        }
+    }
+    if (port <= 0 && r->connection->local_addr != NULL) {
+        port = r->connection->local_addr->port;
+    }
+    if (port > 0) {
+        sp_span_attr_cint(s, "server.port", port);
+    }
+}
+
+
+static void
+spanprof_protocol(request_rec *r, sp_span_t *s)
+{
+    const char  *v;
+
+    switch (r->proto_num) {
+    case HTTP_VERSION(0, 9):
+        v = "0.9";
+        break;
+    case HTTP_VERSION(1, 0):
+        v = "1.0";
+        break;
+    case HTTP_VERSION(1, 1):
+        v = "1.1";
+        break;
+    case HTTP_VERSION(2, 0):
+        v = "2";
+        break;
+    default:
+        return;
+    }
+    sp_span_attr_cstr(s, "network.protocol.version", v, strlen(v));
+}
+
+
+static void
+spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
+    uint64_t end_ns)
+{
+    char                  hex[2 * SP_SPAN_ID_LEN], buf[16];
+    const char           *v, *q, *method, *route, *err, *cl;
+    apr_size_t            len;
+    apr_off_t             body;
+    int                   i, status;
+    request_rec          *last;
+    spanprof_attr_t      *attr;
+    spanprof_dir_conf_t  *dc;
+
+    /* The request the client got its answer from (after internal
+     * redirects): its settings, status and body size, as %>s and %B. */
+    last = spanprof_last(r);
+    dc = spanprof_dir_conf(last);
+
+    sp_span_init(s, SP_SPAN_KIND_SERVER, ctx->trace_id, ctx->span_id,
+                 ctx->has_parent ? ctx->parent_id : NULL, 1,
+                 spanprof_flags(ctx), ctx->start_ns);
+    s->end_ns = end_ns > ctx->start_ns ? end_ns : ctx->start_ns;
+    if (ctx->tracestate != NULL) {
+        sp_span_set_tracestate(s, ctx->tracestate, strlen(ctx->tracestate));
+    }
+
+    method = spanprof_known_method(r);
+    route = spanprof_route(last);
+
+    v = NULL;
+    if (dc->span_name != NULL) {
+        err = NULL;
+        v = ap_expr_str_exec(last, dc->span_name, &err);
+        if (err != NULL) {
+            v = NULL;
+        }
+    }
+    if (v == NULL) {
+        v = method ? method : "HTTP";
+        if (route != NULL) {
+            v = apr_pstrcat(r->pool, v, " ", route, NULL);
+        }
+    }
+    sp_span_set_name(s, v, strlen(v));
+
+    if (method) {
+        spanprof_attr_s(s, "http.request.method", method);
+    } else {
+        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
+        if (r->method != NULL && r->method[0] != '\0') {
+            spanprof_attr_s(s, "http.request.method_original", r->method);
+        }
+    }
+
+    /* The target as the client sent it, before any rewrite. */
+    if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
+        q = strchr(r->unparsed_uri, '?');
+        if (q != NULL) {
+            sp_span_attr_str(s, SP_OWNER_SPAN, "url.path", 8, r->unparsed_uri,
+                             q - r->unparsed_uri);
+            if (q[1] != '\0') {
+                spanprof_attr_s(s, "url.query", q + 1);
+            }
+        } else {
+            spanprof_attr_s(s, "url.path", r->unparsed_uri);
+        }
+    }
+
+    v = ap_http_scheme(r);
+    spanprof_attr_s(s, "url.scheme", v ? v : "http");
+
+    if (route) {
+        spanprof_attr_s(s, "http.route", route);
+    }
+
+    status = last->status;
+    if (status > 0) {
+        sp_span_attr_cint(s, "http.response.status_code", status);
+    }
+
+    spanprof_server_address(r, s);
+
+    if (r->useragent_ip != NULL) {
+        spanprof_attr_s(s, "client.address", r->useragent_ip);
+    }
+    if (r->useragent_addr != NULL) {
+        sp_span_attr_cint(s, "client.port", r->useragent_addr->port);
+    } else if (r->connection->client_addr != NULL) {
+        sp_span_attr_cint(s, "client.port", r->connection->client_addr->port);
+    }
+
+    spanprof_protocol(r, s);
+
+    v = apr_table_get(r->headers_in, "User-Agent");
+    if (v != NULL) {
+        spanprof_attr_s(s, "user_agent.original", v);
+    }
+
+    cl = apr_table_get(r->headers_in, "Content-Length");
+    if (cl != NULL && apr_strtoff(&body, cl, NULL, 10) == APR_SUCCESS
+        && body > 0)
+    {
+        sp_span_attr_cint(s, "http.request.body.size", body);
+    }
+
+    sp_span_attr_cint(s, "http.response.body.size",
+                      last->bytes_sent > 0 ? last->bytes_sent : 0);
+
+    if (status >= 500) {
+        len = apr_snprintf(buf, sizeof(buf), "%d", status);
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+        sp_span_attr_cstr(s, "error.type", buf, len);
+    }
+
+    /* Grafana's traces-to-profiles link: the span's samples carry its id. */
+    if (ctx->profiled) {
+        sp_hex_encode(hex, ctx->span_id, SP_SPAN_ID_LEN);
+        sp_span_attr_cstr(s, "pyroscope.profile.id", hex, 2 * SP_SPAN_ID_LEN);
+    }
+
+    if (dc->span_attrs != NULL) {
+        attr = (spanprof_attr_t *) dc->span_attrs->elts;
+        for (i = 0; i < dc->span_attrs->nelts; i++) {
+            err = NULL;
+            v = ap_expr_str_exec(last, attr[i].value, &err);
+            if (err == NULL && v != NULL) {
+                sp_span_attr_set_str(s, attr[i].key, strlen(attr[i].key), v,
+                                     strlen(v));
+            }
+        }
+    }
+}
+
+
+static void
+spanprof_peer_attrs(sp_span_t *s, unsigned owner, spanprof_ctx_t *ctx,
+    int i)
+{
+    if (ctx->attempts[i].path != NULL) {
+        sp_span_attr_str(s, owner, "server.address", 14,
+                         ctx->attempts[i].path,
+                         strlen(ctx->attempts[i].path));
+        sp_span_attr_str(s, owner, "network.transport", 17, "unix", 4);
+        return;
+    }
+    if (ctx->attempts[i].host != NULL) {
+        sp_span_attr_str(s, owner, "server.address", 14,
+                         ctx->attempts[i].host,
+                         strlen(ctx->attempts[i].host));
+    }
+    if (ctx->attempts[i].port > 0) {
+        sp_span_attr_int(s, owner, "server.port", 11, ctx->attempts[i].port);
+    }
+}
+
+
+static void
+spanprof_error_type(sp_span_t *s, unsigned owner, int answered, int status)
+{
+    char         buf[16];
+    apr_size_t   len;
+    const char  *v;
+
+    if (answered) {
+        len = apr_snprintf(buf, sizeof(buf), "%d", status);
+        v = buf;
+    } else if (status == HTTP_GATEWAY_TIME_OUT) {
+        v = "timeout";
+        len = 7;
+    } else {
+        v = "connection_failed";
+        len = 17;
+    }
+    sp_span_attr_str(s, owner, "error.type", 10, v, len);
+}
+
+
+static void
+spanprof_client_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
+    uint64_t server_end_ns)
+{
+    int          i, n, last, status, ev;
+    uint64_t     start, end;
+    const char  *method;
+
+    n = ctx->nattempts < SPANPROF_MAX_ATTEMPTS ? ctx->nattempts
+                                               : SPANPROF_MAX_ATTEMPTS;
+    last = n - 1;
+
+    start = ctx->attempts[0].start_ns;
+    if (start == 0 || start < ctx->start_ns) {
+        start = ctx->start_ns;
+    }
+    end = ctx->proxy_done ? ctx->proxy_end_ns : server_end_ns;
+    if (end < start) {
+        end = start;
+    }
+
+    sp_span_init(s, SP_SPAN_KIND_CLIENT, ctx->trace_id,
+                 spanprof_client_span_id(ctx), ctx->span_id, 0,
+                 spanprof_flags(ctx), start);
+    s->end_ns = end;
+
+    method = spanprof_known_method(r);
+    if (method) {
+        sp_span_set_name(s, method, strlen(method));
+        spanprof_attr_s(s, "http.request.method", method);
+    } else {
+        sp_span_set_name(s, "HTTP", 4);
+        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
+    }
+
+    spanprof_peer_attrs(s, SP_OWNER_SPAN, ctx, last);
+
+    status = ctx->peer_answered ? ctx->proxy_status : 0;
+    if (status) {
+        sp_span_attr_cint(s, "http.response.status_code", status);
+    }
+    if (status >= 400 || status == 0) {
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+        spanprof_error_type(s, SP_OWNER_SPAN, ctx->peer_answered,
+                            ctx->proxy_done ? ctx->proxy_status
+                                            : HTTP_BAD_GATEWAY);
+    }
+
+    /* Retries (balancer failover): the resend count and one event per
+     * attempt; only the last one may have been answered. */
+    if (ctx->nattempts > 1) {
+        sp_span_attr_cint(s, "http.request.resend_count", ctx->nattempts - 1);
+        for (i = 0; i < n; i++) {
+            ev = sp_span_add_event(s, "upstream.attempt", 16,
+                                   ctx->attempts[i].start_ns);
+            if (ev < 0) {
+                continue;
+            }
+            spanprof_peer_attrs(s, SP_OWNER_EVENT(ev), ctx, i);
+            if (i == last && ctx->peer_answered) {
+                sp_span_attr_int(s, SP_OWNER_EVENT(ev),
+                                 "http.response.status_code", 25,
+                                 ctx->proxy_status);
+            } else {
+                spanprof_error_type(s, SP_OWNER_EVENT(ev), 0,
+                                    i == last ? ctx->proxy_status
+                                              : HTTP_SERVICE_UNAVAILABLE);
+            }
+        }
+    }
+}
+
+
+void
+spanprof_export(request_rec *r, spanprof_ctx_t *ctx)
+{
+    uint64_t    end_ns;
+    sp_span_t  *s;
+
+    end_ns = sp_now_ns();
+
+    s = sp_exporter_span_begin(spanprof_exporter);
+    if (s == NULL) {
+        return;         /* queue full: counted by the exporter */
+    }
+    spanprof_server_span(r, ctx, s, end_ns);
+    sp_exporter_span_end(spanprof_exporter, s);
+
+    if (ctx->nattempts == 0) {
+        return;
+    }
+
+    s = sp_exporter_span_begin(spanprof_exporter);
+    if (s == NULL) {
+        return;
+    }
+    spanprof_client_span(r, ctx, s, end_ns);
+    sp_exporter_span_end(spanprof_exporter, s);
+}
+
+
+/* ---- mod_proxy ------------------------------------------------------------ */
+
+/* One exchange with a backend starts (scheme_handler: the worker is
+ * chosen, url is "scheme://host:port/..."). */
+void
+spanprof_proxy_attempt(request_rec *r, const char *url)
+{
+    int              i;
+    char            *bar;
+    apr_uri_t        uri;
+    spanprof_ctx_t  *ctx;
+
+    /* Exchanges of subrequests give no CLIENT span. */
+    if (r->main != NULL) {
+        return;
+    }
+    ctx = spanprof_get_ctx(r, 0);
+    if (ctx == NULL || !ctx->ids) {
+        return;
+    }
+
+    i = ctx->nattempts++;
+    if (i >= SPANPROF_MAX_ATTEMPTS) {
+        /* keep the first ones and the last */
+        i = SPANPROF_MAX_ATTEMPTS - 1;
+        ctx->nattempts = SPANPROF_MAX_ATTEMPTS;
+    }
+    memset(&ctx->attempts[i], 0, sizeof(ctx->attempts[i]));
+    ctx->attempts[i].start_ns = sp_now_ns();
+    ctx->proxy_done = 0;
+
+    if (url == NULL) {
+        return;
+    }
+    /* "unix:/path|http://localhost/..." (a unix socket backend) */
+    if (strncasecmp(url, "unix:", 5) == 0) {
+        ctx->attempts[i].path = apr_pstrdup(ctx->r->pool, url + 5);
+        bar = strchr((char *) ctx->attempts[i].path, '|');
+        if (bar != NULL) {
+            *bar = '\0';
+        }
+        return;
+    }
+    if (apr_uri_parse(ctx->r->pool, url, &uri) != APR_SUCCESS) {
+        return;
+    }
+    if (uri.hostname != NULL) {
+        ctx->attempts[i].host = uri.hostname;
+    }
+    ctx->attempts[i].port = uri.port ? uri.port
+                            : (uri.scheme ? apr_uri_port_of_scheme(uri.scheme)
+                                          : 0);
+}
+
+
+/* mod_proxy is done with the request (request_status): access_status OK or
+ * DONE means the backend's response was relayed (r->status is the
+ * backend's); anything else is a failure mod_proxy answers itself. */
+void
+spanprof_proxy_done(request_rec *r, int status)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main != NULL) {
+        return;
+    }
+    ctx = spanprof_get_ctx(r, 0);
+    if (ctx == NULL || !ctx->ids) {
+        return;
+    }
+
+    if (ctx->nattempts == 0) {
+        /* scheme_handler was not hooked (mod_proxy loaded after us):
+         * r->filename is "proxy:scheme://host:port/...". */
+        if (r->filename == NULL || strncmp(r->filename, "proxy:", 6) != 0) {
+            return;
+        }
+        spanprof_proxy_attempt(r, r->filename + 6);
+        if (ctx->proxy_handler_ns != 0) {
+            ctx->attempts[0].start_ns = ctx->proxy_handler_ns;
+        }
+    }
+
+    ctx->proxy_end_ns = sp_now_ns();
+    ctx->proxy_done = 1;
+    if (status == OK || status == DONE) {
+        ctx->peer_answered = 1;
+        ctx->proxy_status = r->status;
+    } else {
+        ctx->peer_answered = 0;
+        ctx->proxy_status = status;
+    }
+}

@@ -1,0 +1,579 @@
+#!/usr/bin/perl
+# mod_spanprof under the real apache2, once per MPM (prefork, worker,
+# event): OtelTraceContext modes through mod_proxy to an echo backend (a CGI
+# in a second VirtualHost of the same server) and the CLIENT span the
+# backend's traceparent names; invalid traceparent forms; tracestate kept
+# and dropped; propagation after an internal redirect; early 403/401 traced;
+# the OTEL_* environment in the access log, mod_headers and CGI; span name,
+# attributes and status like nginx's; no extra spans for internal redirects.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use SpanProf::Test;
+use SpanProf::Apache;
+
+need_apache_module();
+
+my $T  = '0af7651916cd43dd8448eb211c80319c';
+my $P  = 'b7ad6b7169203331';
+my $T2 = '4bf92f3577b34da6a3ce929d0e0e4736';
+my $P2 = '00f067aa0ba902b7';
+my $TS = 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7';
+
+my $DEAD = free_port();
+
+my $ECHO = <<'EOF';
+#!/bin/sh
+printf 'Content-Type: text/plain\r\n\r\n'
+printf 'tp=%s ts=%s\n' "$HTTP_TRACEPARENT" "$HTTP_TRACESTATE"
+EOF
+
+my $ENVCGI = <<'EOF';
+#!/bin/sh
+printf 'Content-Type: text/plain\r\n\r\n'
+printf 'trace=%s span=%s parent=%s tp=%s\n' "$OTEL_TRACE_ID" "$OTEL_SPAN_ID" "$OTEL_PARENT_ID" "$OTEL_TRACEPARENT"
+EOF
+
+my $CONF = <<"EOF";
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+OtelServiceName apache-tracing
+LogFormat "%U %>s %{OTEL_TRACE_ID}e %{OTEL_SPAN_ID}e [%{OTEL_PARENT_ID}e] %{OTEL_TRACEPARENT}e" otel
+CustomLog %%PREFIX%%/access.log otel
+
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    Header always set X-Trace-Id "%{OTEL_TRACE_ID}e"
+    Header always set X-Span-Id "%{OTEL_SPAN_ID}e"
+    Header always set X-Parent-Id "%{OTEL_PARENT_ID}e"
+    Header always set X-Traceparent "%{OTEL_TRACEPARENT}e"
+
+    <Location /default/>
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /ignore/>
+        OtelTraceContext ignore
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /extract/>
+        OtelTraceContext extract
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /inject/>
+        OtelTraceContext inject
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /propagate/>
+        OtelTraceContext propagate
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /p/>
+        OtelTraceContext propagate
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /e/>
+        OtelTraceContext extract
+        ProxyPass http://127.0.0.1:%%PORT2%%/echo.cgi/
+    </Location>
+    <Location /dead/>
+        OtelTraceContext propagate
+        ProxyPass http://127.0.0.1:$DEAD/
+    </Location>
+    # an internal redirect into a propagating location
+    <Location /redir/>
+        ErrorDocument 404 /propagate/from-redirect
+    </Location>
+
+    <Location /denied/>
+        Require all denied
+    </Location>
+    <Location /auth/>
+        AuthType Basic
+        AuthName "spanprof test"
+        AuthUserFile %%PREFIX%%/htpasswd
+        Require valid-user
+    </Location>
+
+    <Location /api/>
+        OtelSpanAttr app.tenant "%{HTTP:X-Tenant}"
+        OtelSpanAttr app.const fixed
+    </Location>
+    <Location /api/inner/>
+        OtelSpanAttr app.only inner
+    </Location>
+    <Location /named/>
+        OtelSpanName "custom %{REQUEST_METHOD} %{REQUEST_URI}"
+    </Location>
+    <LocationMatch "^/re/">
+        OtelSpanAttr app.re yes
+    </LocationMatch>
+    <Location /err/>
+        RewriteEngine On
+        RewriteRule ^ - [R=503]
+    </Location>
+    <Location /off/>
+        OtelTrace Off
+    </Location>
+    ErrorDocument 410 /errdoc.html
+    <Location /gone/>
+        Redirect gone
+    </Location>
+</VirtualHost>
+
+# the echo backend, not traced
+<VirtualHost 127.0.0.1:%%PORT2%%>
+    OtelTrace Off
+</VirtualHost>
+EOF
+
+my $recv = start_receiver();
+
+for my $mpm (apache_mpms()) {
+    subtest $mpm => sub { run_mpm($mpm) };
+}
+
+# Loaded before mod_proxy: the CLIENT span still comes (from mod_proxy's
+# request_status hook and r->filename).
+subtest 'mod_spanprof loaded before mod_proxy' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv, first => 1,
+        files => { 'htdocs/echo.cgi' => $ECHO }, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    OtelTraceContext propagate
+    ProxyPass /first/ http://127.0.0.1:%%PORT2%%/echo.cgi/
+</VirtualHost>
+<VirtualHost 127.0.0.1:%%PORT2%%>
+</VirtualHost>
+EOF
+    my $r = http_get($ap->port, '/first/x');
+    my ($tp) = parse_echo($r->{content});
+    my @s = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/first/x' });
+    my ($sv) = @s;
+    ok $sv, 'SERVER span' or return diag $recv->summary;
+    my ($cl) = grep { $_->{parent_span_id} eq $sv->{span_id} } client_spans(collect_spans($recv));
+    ok $cl, 'CLIENT span' or return;
+    is $tp, "00-$sv->{trace_id}-$cl->{span_id}-03", 'the backend saw the CLIENT span as parent';
+    is $cl->{attrs}{'server.port'}, $ap->port2, 'server.port';
+    is $cl->{attrs}{'http.response.status_code'}, 200, 'status';
+    ok $cl->{start} > $sv->{start} && $cl->{end} <= $sv->{end}, 'timed within the SERVER span';
+    $ap->stop;
+};
+
+# mod_include: subrequests add no span and see the main request's ids.
+subtest 'SSI subrequests' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'],
+        files => { 'htdocs/page.shtml' => qq{<!--#include virtual="/inc.txt" -->}
+                       . qq{<!--#include virtual="/inc.txt" -->trace=<!--#echo var="OTEL_TRACE_ID" -->\n},
+                   'htdocs/inc.txt' => "inc\n" },
+        conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    <Location /page.shtml>
+        Options +Includes
+        SetOutputFilter INCLUDES
+    </Location>
+</VirtualHost>
+EOF
+    my $r = http_get($ap->port, '/page.shtml');
+    like $r->{content}, qr/^inc\ninc\ntrace=([0-9a-f]{32})$/, 'two includes' or diag $r->{content};
+    my ($tid) = $r->{content} =~ /trace=([0-9a-f]{32})/;
+    my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/page.shtml' });
+    ok $sv, 'SERVER span' or return;
+    is $tid, $sv->{trace_id}, 'OTEL_TRACE_ID in SSI';
+    sleep 0.5;
+    is scalar(grep { ($_->{attrs}{'url.path'} // '') eq '/inc.txt' } collect_spans($recv)), 0,
+        'no span for the subrequests';
+    is scalar(grep { $_->{trace_id} eq $sv->{trace_id} } collect_spans($recv)), 1, 'one span in the trace';
+    $ap->stop;
+};
+
+# A balancer whose first member is down: one CLIENT span, two attempts.
+subtest 'balancer failover: upstream.attempt events' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv,
+        modules => [qw(slotmem_shm proxy_balancer lbmethod_byrequests)],
+        files => { 'htdocs/echo.cgi' => $ECHO }, conf => <<"EOF");
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+<Proxy "balancer://pool">
+    BalancerMember http://127.0.0.1:$DEAD
+    BalancerMember http://127.0.0.1:%%PORT2%%
+    ProxySet lbmethod=byrequests
+</Proxy>
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    OtelTraceContext inject
+    ProxyPass /lb/ balancer://pool/echo.cgi/
+</VirtualHost>
+<VirtualHost 127.0.0.1:%%PORT2%%>
+</VirtualHost>
+EOF
+    my $r = http_get($ap->port, '/lb/1');
+    is $r->{status}, 200, 'answered by the live member' or diag $r->{content};
+    my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/lb/1' });
+    ok $sv, 'SERVER span' or return diag $recv->summary;
+    my ($cl) = grep { $_->{parent_span_id} eq $sv->{span_id} } client_spans(collect_spans($recv));
+    ok $cl, 'CLIENT span' or return;
+    is $cl->{attrs}{'server.port'}, $ap->port2, 'the member that answered';
+    is $cl->{attrs}{'http.response.status_code'}, 200, 'its status';
+    is $cl->{status_code}, '', 'not an error';
+    is $cl->{attrs}{'http.request.resend_count'}, 1, 'resend count';
+    my @ev = @{ $cl->{events} };
+    is scalar @ev, 2, 'two upstream.attempt events' or return diag span_summary($cl);
+    is $ev[0]{name}, 'upstream.attempt', 'event name';
+    is $ev[0]{attrs}{'server.port'}, $DEAD, 'first attempt: the dead member';
+    is $ev[0]{attrs}{'error.type'}, 'connection_failed', 'first attempt: connection_failed';
+    is $ev[1]{attrs}{'server.port'}, $ap->port2, 'second attempt: the live member';
+    is $ev[1]{attrs}{'http.response.status_code'}, 200, 'second attempt: 200';
+    my ($tp) = parse_echo($r->{content});
+    is $tp, "00-$sv->{trace_id}-$cl->{span_id}-03", 'the member saw the CLIENT span as parent';
+    $ap->stop;
+};
+
+done_testing;
+
+
+sub run_mpm {
+    my ($mpm) = @_;
+    my $ap = start_apache(mpm => $mpm, receiver => $recv, conf => $CONF,
+        files => { 'htdocs/echo.cgi' => $ECHO, 'htdocs/env.cgi' => $ENVCGI,
+                   'htpasswd' => '', 'htdocs/errdoc.html' => "gone\n" });
+    my $port = $ap->port;
+    my $n = 0;
+    my $uniq = sub { my ($p) = @_; return "$p$mpm-" . ++$n };
+
+    # ---- requests ------------------------------------------------------------
+    my %req;
+    my $get = sub {
+        my ($key, $path, %h) = @_;
+        my $r = http_get($port, $path, headers => \%h);
+        $req{$key} = { path => $path, res => $r, echo => [ parse_echo($r->{content}) ] };
+        return $r;
+    };
+
+    for my $mode (qw(default ignore extract inject propagate)) {
+        $get->("$mode/none", $uniq->("/$mode/"));
+        $get->("$mode/tp", $uniq->("/$mode/"), traceparent => "00-$T-$P-01", tracestate => $TS);
+    }
+    $get->('propagate/badts', $uniq->('/propagate/'), traceparent => "00-$T-$P-01",
+        tracestate => 'Bad Key=1');
+    $get->('propagate/unsampled', $uniq->('/propagate/'), traceparent => "00-$T-$P-00");
+    $get->('dead', $uniq->('/dead/'));
+    $get->('redir', $uniq->('/redir/'), traceparent => "00-$T-$P-01");
+    $get->('denied', $uniq->('/denied/'));
+    $get->('auth', $uniq->('/auth/'));
+    $get->('api', $uniq->('/api/') . '?a=1&b=2', 'X-Tenant' => 'acme', 'User-Agent' => 'ua-test/2');
+    $get->('inner', $uniq->('/api/inner/'));
+    $get->('named', $uniq->('/named/'));
+    $get->('re', $uniq->('/re/'));
+    $get->('err', $uniq->('/err/'));
+    $get->('off', $uniq->('/off/'));
+    $get->('gone', $uniq->('/gone/'));
+    $get->('cgi', '/env.cgi?' . $uniq->('x'), traceparent => "00-$T-$P-01");
+    $get->('other', $uniq->('/other/'));
+    my $pp = $uniq->('/api/post-');
+    $req{post} = { path => $pp, res => http_request('POST', $port, $pp, content => 'x' x 100) };
+
+    my @inv = invalid_forms();
+    my $i = 0;
+    for my $c (@inv) {
+        for my $mode ('p', 'e') {
+            my $path = "/$mode/inv-$mpm-" . ++$i;
+            my $r = http_get($port, $path, headers => { traceparent => $c->[1], tracestate => 'congo=t61rcWkgMzE' });
+            $c->[2]{$mode} = { path => $path, res => $r, echo => [ parse_echo($r->{content}) ] };
+        }
+    }
+
+    # prefork has several children, each with its own exporter
+    my @all = wait_all($recv, \%req, \@inv);
+
+    my $span = sub {
+        my ($key) = @_;
+        my $path = $req{$key}{path};
+        (my $p = $path) =~ s/\?.*//;
+        my @s = by_path($p, @all);
+        return @s;
+    };
+
+    # ---- modes ------------------------------------------------------------------
+    for my $mode (qw(default ignore extract inject propagate)) {
+        subtest "mode $mode" => sub {
+            for my $with (qw(none tp)) {
+                my $q = $req{"$mode/$with"};
+                is $q->{res}{status}, 200, "$with: proxied, 200" or diag $q->{res}{content};
+                my @s = $span->("$mode/$with");
+                is scalar @s, 1, "$with: one SERVER span" or return diag span_summary(@all);
+                my $s = $s[0];
+                my ($cl) = grep { $_->{parent_span_id} eq $s->{span_id} } client_spans(@all);
+                ok $cl, "$with: a CLIENT span child of the SERVER span" or return diag span_summary(@all);
+                is $cl->{trace_id}, $s->{trace_id}, "$with: CLIENT span in the same trace";
+                is $cl->{name}, 'GET', "$with: CLIENT span name";
+                is $cl->{attrs}{'server.address'}, '127.0.0.1', "$with: CLIENT server.address";
+                is $cl->{attrs}{'server.port'}, $ap->port2, "$with: CLIENT server.port";
+                is $cl->{attrs}{'http.response.status_code'}, 200, "$with: CLIENT status";
+                ok $cl->{start} >= $s->{start} && $cl->{end} <= $s->{end}, "$with: CLIENT within SERVER";
+                is $s->{name}, "GET /$mode/", "$with: SERVER span name";
+                is $q->{res}{headers}{'x-trace-id'}, $s->{trace_id}, "$with: OTEL_TRACE_ID via mod_headers";
+                is $q->{res}{headers}{'x-span-id'}, $s->{span_id}, "$with: OTEL_SPAN_ID via mod_headers";
+                my $flags = ($with eq 'tp' && ($mode eq 'extract' || $mode eq 'propagate')) ? '01' : '03';
+                is $q->{res}{headers}{'x-traceparent'} // '', "00-$s->{trace_id}-$cl->{span_id}-$flags",
+                    "$with: OTEL_TRACEPARENT names the CLIENT span";
+                my ($up_tp, $up_ts) = @{ $q->{echo} };
+                my $extracts = $mode eq 'extract' || $mode eq 'propagate';
+                my $injects = $mode eq 'inject' || $mode eq 'propagate';
+                if ($with eq 'tp' && $extracts) {
+                    is $s->{trace_id}, $T, "$with: trace continued";
+                    is $s->{parent_span_id}, $P, "$with: parent is the client's span";
+                    ok $s->{flags} & 0x200, "$with: remote parent flag";
+                    is $s->{trace_state}, $TS, "$with: tracestate on the span";
+                    is $q->{res}{headers}{'x-parent-id'} // '', $P, "$with: OTEL_PARENT_ID";
+                } else {
+                    isnt $s->{trace_id}, $T, "$with: new trace";
+                    is $s->{parent_span_id}, '', "$with: no parent";
+                    is $s->{trace_state}, '', "$with: no tracestate";
+                    is $q->{res}{headers}{'x-parent-id'} // '', '', "$with: OTEL_PARENT_ID empty";
+                }
+                if ($injects) {
+                    is $up_tp, "00-$s->{trace_id}-$cl->{span_id}-$flags", "$with: backend sees our traceparent";
+                    is $up_ts, ($with eq 'tp' && $mode eq 'propagate' ? $TS : ''),
+                        "$with: tracestate " . ($mode eq 'propagate' && $with eq 'tp' ? 'kept' : 'removed');
+                } else {
+                    is $up_tp, ($with eq 'tp' ? "00-$T-$P-01" : ''), "$with: backend sees the client's traceparent";
+                    is $up_ts, ($with eq 'tp' ? $TS : ''), "$with: tracestate unchanged";
+                }
+            }
+        };
+    }
+
+    subtest 'propagate: invalid tracestate dropped, unsampled parent' => sub {
+        my ($s) = $span->('propagate/badts');
+        ok $s, 'span' or return;
+        is $s->{trace_id}, $T, 'trace continued';
+        is $s->{trace_state}, '', 'invalid tracestate not on the span';
+        is $req{'propagate/badts'}{echo}[1], '', 'and not forwarded';
+        my ($u) = $span->('propagate/unsampled');
+        ok $u, 'unsampled parent: still traced (OtelTrace On decides)' or return;
+        is $u->{trace_id}, $T, 'trace continued';
+        is $u->{flags} & 0xff, 0x01, 'sampled flag set, random flag copied (off)';
+    };
+
+    subtest 'backend down' => sub {
+        my $q = $req{dead};
+        is $q->{res}{status}, 503, 'mod_proxy answers 503';
+        my ($s) = $span->('dead');
+        ok $s, 'SERVER span' or return;
+        is $s->{status_code}, 'STATUS_CODE_ERROR', 'SERVER span ERROR';
+        is $s->{attrs}{'error.type'}, '503', 'error.type 503';
+        my ($cl) = grep { $_->{parent_span_id} eq $s->{span_id} } client_spans(@all);
+        ok $cl, 'CLIENT span' or return diag span_summary(@all);
+        is $cl->{status_code}, 'STATUS_CODE_ERROR', 'CLIENT span ERROR';
+        is $cl->{attrs}{'error.type'}, 'connection_failed', 'error.type connection_failed';
+        is $cl->{attrs}{'server.port'}, $DEAD, 'the backend port';
+        ok !exists $cl->{attrs}{'http.response.status_code'}, 'no backend status';
+    };
+
+    subtest 'internal redirect into a propagating location' => sub {
+        my $q = $req{redir};
+        my @s = $span->('redir');
+        is scalar @s, 1, 'one SERVER span for the redirected request' or return diag span_summary(@all);
+        my $s = $s[0];
+        isnt $s->{trace_id}, $T, 'context decided in the first location (ignore)';
+        my ($cl) = grep { $_->{parent_span_id} eq $s->{span_id} } client_spans(@all);
+        ok $cl, 'CLIENT span' or return diag span_summary(@all);
+        is $q->{echo}[0], "00-$s->{trace_id}-$cl->{span_id}-03", 'backend sees our traceparent after the redirect';
+        is scalar(grep { ($_->{attrs}{'url.path'} // '') eq '/propagate/from-redirect' } @all), 0,
+            'no span for the redirect target';
+    };
+
+    subtest 'early rejections' => sub {
+        is $req{denied}{res}{status}, 403, 'Require all denied: 403';
+        my ($d) = $span->('denied');
+        ok $d, '403 traced' or return diag span_summary(@all);
+        is $d->{attrs}{'http.response.status_code'}, 403, 'status 403';
+        is $d->{name}, 'GET /denied/', 'name';
+        is $d->{status_code}, '', 'status unset for 4xx';
+        is $req{denied}{res}{headers}{'x-trace-id'}, $d->{trace_id}, 'OTEL_TRACE_ID on the error response';
+        is $req{auth}{res}{status}, 401, 'AuthType Basic without credentials: 401';
+        my ($a) = $span->('auth');
+        ok $a, '401 traced' or return;
+        is $a->{attrs}{'http.response.status_code'}, 401, 'status 401';
+        is $a->{name}, 'GET /auth/', 'name';
+    };
+
+    subtest 'span name and attributes' => sub {
+        my ($s) = $span->('api');
+        ok $s, 'span' or return;
+        is $s->{name}, 'GET /api/', 'name {method} {route}';
+        is $s->{attrs}{'http.route'}, '/api/', 'http.route';
+        is $s->{attrs}{'http.request.method'}, 'GET', 'method';
+        like $req{api}{path}, qr/^\Q$s->{attrs}{'url.path'}\E\?/, 'url.path';
+        is $s->{attrs}{'url.query'}, 'a=1&b=2', 'url.query';
+        is $s->{attrs}{'url.scheme'}, 'http', 'url.scheme';
+        is $s->{attrs}{'http.response.status_code'}, 404, 'status';
+        is $s->{attrs}{'server.address'}, '127.0.0.1', 'server.address';
+        is $s->{attrs}{'server.port'}, $port, 'server.port';
+        is $s->{attrs}{'client.address'}, '127.0.0.1', 'client.address';
+        like $s->{attrs}{'client.port'}, qr/^\d+$/, 'client.port';
+        is $s->{attr_types}{'client.port'}, 'int', 'client.port is an int';
+        is $s->{attrs}{'network.protocol.version'}, '1.1', 'protocol';
+        is $s->{attrs}{'user_agent.original'}, 'ua-test/2', 'user agent';
+        ok $s->{attrs}{'http.response.body.size'} > 0, 'response body size';
+        is $s->{attrs}{'app.tenant'}, 'acme', 'OtelSpanAttr with an expression';
+        is $s->{attrs}{'app.const'}, 'fixed', 'OtelSpanAttr constant';
+        is $s->{kind}, 'SPAN_KIND_SERVER', 'kind';
+        is $s->{resource}{'service.name'}, 'apache-tracing', 'service.name';
+        ok grep({ $_ == $s->{resource}{'process.pid'} } $ap->child_pids) || $mpm eq 'prefork',
+            'process.pid is a child';
+        is $s->{scope}{name}, 'spanprof', 'scope';
+        ok $s->{end} >= $s->{start} && $s->{start} > 0, 'times';
+
+        my ($in) = $span->('inner');
+        is $in->{name}, 'GET /api/inner/', 'nested location route';
+        is $in->{attrs}{'app.only'}, 'inner', 'own OtelSpanAttr';
+        ok !exists $in->{attrs}{'app.const'}, 'inherited list replaced';
+
+        my ($nm) = $span->('named');
+        is $nm->{name}, "custom GET $req{named}{path}", 'OtelSpanName expression';
+        my ($re) = $span->('re');
+        is $re->{name}, 'GET', 'no route for a LocationMatch';
+        ok !exists $re->{attrs}{'http.route'}, 'no http.route';
+        is $re->{attrs}{'app.re'}, 'yes', 'LocationMatch settings apply';
+        my ($o) = $span->('other');
+        is $o->{name}, 'GET', 'no route outside any Location';
+
+        my ($e) = $span->('err');
+        is $req{err}{res}{status}, 503, 'status 503';
+        is $e->{status_code}, 'STATUS_CODE_ERROR', '5xx: ERROR';
+        is $e->{attrs}{'error.type'}, '503', 'error.type';
+
+        my @off = $span->('off');
+        is scalar @off, 0, 'OtelTrace Off in a Location: no span';
+        like $req{off}{res}{headers}{'x-trace-id'} // '', qr/^[0-9a-f]{32}$/,
+            'ids still in the environment';
+
+        my @g = $span->('gone');
+        is scalar @g, 1, 'ErrorDocument (internal redirect): one span';
+        my $g = $g[0];
+        is $g->{attrs}{'http.response.status_code'}, 410, 'with the status sent';
+        is scalar(grep { ($_->{attrs}{'url.path'} // '') eq '/errdoc.html' } @all), 0, 'no span for the error document';
+
+        my ($p) = $span->('post');
+        ok $p, 'POST span' or return;
+        is $p->{name}, 'POST /api/', 'POST name';
+        is $p->{attrs}{'http.request.body.size'}, 100, 'request body size';
+    };
+
+    subtest 'environment: access log and CGI' => sub {
+        my %log;
+        for my $l (split /\n/, $ap->access_log) {
+            my ($path, $st, $t, $sid, $par, $tp) = $l =~ /^(\S+) (\d+) (\S+) (\S+) \[(.*?)\] (\S+)$/ or next;
+            $log{$path} = { trace => $t, span => $sid, parent => $par, tp => $tp, status => $st };
+        }
+        my $checked = 0;
+        for my $key (qw(api denied auth propagate/tp inject/none)) {
+            my ($s) = $span->($key);
+            (my $p = $req{$key}{path}) =~ s/\?.*//;
+            my $l = $log{$p};
+            ok $l, "$key: logged" or next;
+            is $l->{trace}, $s->{trace_id}, "$key: %{OTEL_TRACE_ID}e";
+            is $l->{span}, $s->{span_id}, "$key: %{OTEL_SPAN_ID}e";
+            is $l->{parent}, $s->{parent_span_id}, "$key: %{OTEL_PARENT_ID}e";
+            like $l->{tp}, qr/^00-$s->{trace_id}-[0-9a-f]{16}-0[0-3]$/, "$key: %{OTEL_TRACEPARENT}e";
+            $checked++;
+        }
+        is $checked, 5, 'all logged';
+        my ($c) = grep { ($_->{attrs}{'url.path'} // '') eq '/env.cgi' && ($_->{attrs}{'url.query'} // '') eq ($req{cgi}{path} =~ s/.*\?//r) } server_spans(@all);
+        ok $c, 'CGI span' or return;
+        like $req{cgi}{res}{content}, qr/^trace=$c->{trace_id} span=$c->{span_id} parent= tp=00-$c->{trace_id}-[0-9a-f]{16}-03$/,
+            'CGI environment (default mode: the client parent is not extracted)';
+    };
+
+    subtest 'invalid traceparent forms' => sub {
+        for my $c (@inv) {
+            my ($name, $tp, $res, $valid) = @$c;
+            for my $mode ('p', 'e') {
+                my $q = $res->{$mode};
+                my @s = by_path($q->{path}, @all);
+                is scalar @s, 1, "$mode $name: one span" or next;
+                my $s = $s[0];
+                my ($cl) = grep { $_->{parent_span_id} eq $s->{span_id} } client_spans(@all);
+                if ($valid) {
+                    is $s->{trace_id}, $T, "$mode $name: continued";
+                } else {
+                    ok $s->{trace_id} ne $T && $s->{trace_id} ne $T2 && $s->{trace_id} =~ /^[0-9a-f]{32}$/,
+                        "$mode $name: new trace";
+                    is $s->{parent_span_id}, '', "$mode $name: no parent";
+                }
+                my ($up_tp, $up_ts) = @{ $q->{echo} };
+                if ($mode eq 'p') {
+                    is $up_tp, "00-$s->{trace_id}-" . ($cl ? $cl->{span_id} : '?') . '-0' . ($valid ? 1 : 3),
+                        "$mode $name: our traceparent sent";
+                    is $up_ts, $valid ? 'congo=t61rcWkgMzE' : '', "$mode $name: tracestate " . ($valid ? 'kept' : 'dropped');
+                } else {
+                    is $up_tp, ref $tp ? join(', ', @$tp) : $tp, "$mode $name: client's traceparent passed";
+                }
+            }
+        }
+    };
+
+    is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
+    $ap->stop;
+}
+
+# Waits until the span of every request made arrived (each prefork child
+# exports on its own).
+sub wait_all {
+    my ($recv, $req, $inv) = @_;
+    my %want;
+    for my $q (values %$req) {
+        next unless defined $q->{path};
+        next if $q->{path} =~ m{^/off/};
+        (my $p = $q->{path}) =~ s/\?.*//;
+        $want{$p} = 1;
+    }
+    for my $c (@$inv) {
+        $want{ $c->[2]{$_}{path} } = 1 for keys %{ $c->[2] };
+    }
+    my @all;
+    SpanProf::Test::wait_until(10, sub {
+        @all = dedupe(collect_spans($recv));
+        my %have = map { ($_->{attrs}{'url.path'} // '') => 1 } server_spans(@all);
+        return !grep { !$have{$_} } keys %want;
+    });
+    sleep 0.3;
+    return dedupe(collect_spans($recv));
+}
+
+sub dedupe {
+    my %seen;
+    return grep { !$seen{ $_->{span_id} }++ } @_;
+}
+
+sub invalid_forms {
+    my @inv = (
+        ['version ff'                 => "ff-$T-$P-01"],
+        ['uppercase trace id'         => '00-' . uc($T) . "-$P-01"],
+        ['uppercase flags'            => "00-$T-$P-0A"],
+        ['short version'              => "0-$T-$P-01"],
+        ['trace id too short'         => '00-' . substr($T, 1) . "-$P-01"],
+        ['parent id too long'         => "00-$T-${P}a-01"],
+        ['flags too long'             => "00-$T-$P-011"],
+        ['all-zero trace id'          => '00-' . ('0' x 32) . "-$P-01"],
+        ['all-zero parent id'         => "00-$T-" . ('0' x 16) . '-01'],
+        ['bad separator _'            => "00_$T-$P-01"],
+        ['non-hex character'          => '00-' . substr($T, 0, 31) . "g-$P-01"],
+        ['version 00 with extra data' => "00-$T-$P-01-extra"],
+        ['garbage'                    => 'not a traceparent'],
+        ['empty'                      => ''],
+        ['two traceparent headers'    => ["00-$T-$P-01", "00-$T2-$P2-01"]],
+    );
+    my @valid = (
+        ['valid version 00'                 => "00-$T-$P-01"],
+        ['future version with extra fields' => "cc-$T-$P-01-what-the-future-will-be-like"],
+    );
+    return ((map { [ $_->[0], $_->[1], {}, 0 ] } @inv), (map { [ $_->[0], $_->[1], {}, 1 ] } @valid));
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/perl
+# Profiling under apache2, once per MPM, with the file exporter (spans in
+# traces.jsonl, gzip'd pprof profiles): the samples of a CPU-burning request
+# (t/mod_burn, spanprof_apache_burn_alpha) carry its trace and span (>= 90%)
+# and its span carries pyroscope.profile.id; a location with OtelProfiling
+# Off leaves its samples unlabelled. Worker and event: concurrent alpha and
+# beta burners on different threads of one child never carry each other's
+# span.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use IO::Socket::INET;
+use SpanProf::Test;
+use SpanProf::Apache;
+
+need_apache_module();
+
+my $CONF = <<'EOF';
+OtelExporterEndpoint file://%%PREFIX%%/out
+OtelExporterInterval 0.2
+OtelProfilingInterval 1
+OtelProfilingRate 200
+OtelServiceName apache-profiling
+OtelTrace On
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+<Location /burn-off>
+    SetHandler spanprof-burn
+    OtelProfiling Off
+</Location>
+EOF
+
+sub has_fn {
+    my ($sample, $fn) = @_;
+    return scalar grep { /\b\Q$fn\E\b/ } @{ $sample->{stack} };
+}
+
+sub span_for {
+    my ($spans, $query) = @_;
+    my @s = grep { $_->{kind} eq 'SPAN_KIND_SERVER' && ($_->{attrs}{'url.query'} // '') eq $query } @$spans;
+    return $s[0];
+}
+
+for my $mpm (apache_mpms()) {
+    subtest "$mpm: a burning request's samples carry its span" => sub {
+        my $ap = start_apache(mpm => $mpm, conf => $CONF, burn => 1, dirs => ['out'], servers => 1);
+        my $r = http_get($ap->port, '/burn?fn=alpha&ms=400&n=1');
+        like $r->{content}, qr/^alpha 400 /, 'burned' or diag $r->{content};
+        my $off = http_get($ap->port, '/burn-off?fn=beta&ms=200&n=2');
+        like $off->{content}, qr/^beta 200 /, 'burned (profiling off)';
+        # one keep-alive connection, both requests pipelined: the second
+        # (not profiled) must not run with the first one's labels
+        my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $ap->port,
+            Proto => 'tcp', Timeout => 10) or die "connect: $!";
+        print $sock "GET /burn?fn=alpha&ms=200&n=3 HTTP/1.1\r\nHost: x\r\n\r\n"
+            . "GET /burn-off?fn=beta&ms=200&n=4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        my $both = do { local $/; <$sock> } // '';
+        close $sock;
+        like $both, qr/alpha 200 .*beta 200 /s, 'pipelined requests answered';
+        $ap->stop;
+        my $out = $ap->prefix . '/out';
+        my @spans = file_spans($out);
+        my $s = span_for(\@spans, 'fn=alpha&ms=400&n=1');
+        ok $s, 'span of the burning request' or return diag span_summary(@spans);
+        is $s->{attrs}{'pyroscope.profile.id'}, $s->{span_id}, 'pyroscope.profile.id = span id';
+        my $s3 = span_for(\@spans, 'fn=alpha&ms=200&n=3');
+        ok $s3, 'span of the pipelined burning request' or return diag span_summary(@spans);
+        my $so = span_for(\@spans, 'fn=beta&ms=200&n=2');
+        ok $so && !exists $so->{attrs}{'pyroscope.profile.id'}, 'no pyroscope.profile.id with OtelProfiling Off';
+
+        my @prof = pprof_profiles($out);
+        ok @prof, scalar(@prof) . ' profile file(s)' or return diag $ap->error_log_tail(20);
+        my @samples = map { @{ $_->{samples} } } @prof;
+        my @alpha = grep { has_fn($_, 'spanprof_apache_burn_alpha') } @samples;
+        my $n = 0; $n += $_->{count} for @alpha;
+        ok $n >= 20, "$n samples in spanprof_apache_burn_alpha" or return diag explain \@samples;
+        my %ok = ($s->{span_id} => $s->{trace_id}, $s3->{span_id} => $s3->{trace_id});
+        my $own = 0; $own += $_->{count} for grep { $ok{ $_->{labels}{span_id} // '' } } @alpha;
+        ok $own >= 0.9 * $n, "$own of $n carry their request's span";
+        is scalar(grep { defined $_->{labels}{span_id} && ($ok{ $_->{labels}{span_id} } // '') ne ($_->{labels}{trace_id} // '') } @alpha), 0,
+            'and its trace';
+        my ($named) = grep { defined $_->{labels}{span_name} } @alpha;
+        is $named->{labels}{span_name}, 'GET /burn', 'span_name label' if $named;
+
+        my @beta = grep { has_fn($_, 'spanprof_apache_burn_beta') } @samples;
+        my $nb = 0; $nb += $_->{count} for @beta;
+        ok $nb >= 20, "$nb samples in spanprof_apache_burn_beta";
+        is scalar(grep { defined $_->{labels}{span_id} } @beta), 0,
+            'OtelProfiling Off (also right after a profiled request on the connection): no span'
+            or diag explain [ grep { defined $_->{labels}{span_id} } @beta ];
+        is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
+    };
+
+    next if $mpm eq 'prefork';
+
+    subtest "$mpm: concurrent requests on threads of one child" => sub {
+        my $ap = start_apache(mpm => $mpm, conf => $CONF, burn => 1, dirs => ['out'],
+            servers => 1, server_limit => 1, threads => 4);
+        my (@res, %tids, %pids);
+        for my $round (1 .. 3) {
+            my @socks;
+            for my $fn (qw(alpha beta)) {
+                my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $ap->port,
+                    Proto => 'tcp', Timeout => 10) or die "connect: $!";
+                print $sock "GET /burn?fn=$fn&ms=300&r=$round HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+                push @socks, [$fn, $sock];
+            }
+            for my $p (@socks) {
+                my ($fn, $sock) = @$p;
+                local $/;
+                my $resp = <$sock> // '';
+                close $sock;
+                my ($pid, $tid) = $resp =~ /\r\n\r\n$fn 300 (\d+) (\d+)/;
+                ok $tid, "round $round: $fn answered" or diag $resp;
+                push @res, { fn => $fn, round => $round, pid => $pid, tid => $tid };
+                $pids{$pid // 0} = 1;
+                $tids{$round}{$fn} = $tid;
+            }
+            isnt $tids{$round}{alpha}, $tids{$round}{beta}, "round $round: different threads";
+        }
+        is scalar(keys %pids), 1, 'one child served them all';
+        $ap->stop;
+
+        my $out = $ap->prefix . '/out';
+        my @spans = file_spans($out);
+        my (%ids);
+        for my $q (@res) {
+            my $s = span_for(\@spans, "fn=$q->{fn}&ms=300&r=$q->{round}");
+            ok $s, "span of $q->{fn} round $q->{round}" or next;
+            $ids{ $q->{fn} }{ $s->{span_id} } = 1;
+        }
+        my @samples = map { @{ $_->{samples} } } pprof_profiles($out);
+        for my $fn (qw(alpha beta)) {
+            my $other = $fn eq 'alpha' ? 'beta' : 'alpha';
+            my @mine = grep { has_fn($_, "spanprof_apache_burn_$fn") } @samples;
+            my ($n, $own, $wrong) = (0, 0, 0);
+            for my $x (@mine) {
+                $n += $x->{count};
+                my $sid = $x->{labels}{span_id} // '';
+                $own += $x->{count} if $ids{$fn}{$sid};
+                $wrong += $x->{count} if $ids{$other}{$sid};
+            }
+            ok $n >= 30, "$n samples in spanprof_apache_burn_$fn";
+            is $wrong, 0, "none of them carries a span of a $other request";
+            ok $own >= 0.9 * $n, "$own of $n carry a span of a $fn request";
+        }
+        is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
+    };
+}
+
+done_testing;

@@ -1,0 +1,136 @@
+#!/usr/bin/perl
+# Configuration errors: `apache2 -t` exits non-zero and names the file, the
+# line and the reason of each bad mod_spanprof directive; cross-directive
+# errors name the file and line of the OtelTrace that needs an exporter. A
+# configuration using every directive passes, under each MPM.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use SpanProf::Test;
+use SpanProf::Apache;
+
+need_apache_module();
+
+my $OK = "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\n";
+
+# [name, configuration, line regex (the bad line), reason regex]
+my @bad = (
+    ['OtelTraceContext bogus', "$OK<Location />\n    OtelTraceContext bogus\n</Location>\n",
+        qr/OtelTraceContext bogus/, qr/OtelTraceContext: invalid mode "bogus"/],
+    ['endpoint ftp://', "OtelExporterEndpoint ftp://x\nOtelTrace On\n",
+        qr/OtelExporterEndpoint ftp/, qr/OtelExporterEndpoint: invalid endpoint "ftp:\/\/x"/],
+    ['batch size -1', "${OK}OtelExporterBatchSize -1\n",
+        qr/BatchSize -1/, qr/OtelExporterBatchSize: invalid value "-1": expected an integer from 1 to 65536/],
+    ['batch size abc', "${OK}OtelExporterBatchSize abc\n", qr/BatchSize abc/, qr/invalid value "abc"/],
+    ['batch count 0', "${OK}OtelExporterBatchCount 0\n", qr/BatchCount 0/, qr/invalid value "0"/],
+    ['interval abc', "${OK}OtelExporterInterval abc\n",
+        qr/Interval abc/, qr/OtelExporterInterval: invalid time "abc": expected seconds/],
+    ['interval -1', "${OK}OtelExporterInterval -1\n", qr/Interval -1/, qr/invalid time "-1"/],
+    ['interval 0', "${OK}OtelExporterInterval 0\n", qr/Interval 0/, qr/invalid time "0"/],
+    ['interval 5s', "${OK}OtelExporterInterval 5s\n", qr/Interval 5s/, qr/invalid time "5s"/],
+    ['timeout 1e9', "${OK}OtelExporterTimeout 1e9\n", qr/Timeout 1e9/, qr/invalid time "1e9"/],
+    ['shutdown timeout x', "${OK}OtelExporterShutdownTimeout x\n", qr/ShutdownTimeout x/, qr/invalid time "x"/],
+    ['compression brotli', "${OK}OtelExporterCompression brotli\n",
+        qr/Compression brotli/, qr/expected none or gzip/],
+    ['header name with a colon', "${OK}OtelExporterHeader Bad:Name v\n",
+        qr/OtelExporterHeader/, qr/invalid header name "Bad:Name"/],
+    ['profiling rate 0', "${OK}OtelProfilingRate 0\n", qr/ProfilingRate 0/, qr/from 1 to 1000/],
+    ['profiling rate 2000', "${OK}OtelProfilingRate 2000\n", qr/ProfilingRate 2000/, qr/from 1 to 1000/],
+    ['profiling interval abc', "${OK}OtelProfilingInterval abc\n", qr/ProfilingInterval abc/, qr/invalid time/],
+    ['max depth 300', "${OK}OtelProfilingMaxDepth 300\n", qr/MaxDepth 300/, qr/from 1 to 256/],
+    ['pyroscope ftp', "${OK}OtelProfilingPyroscope ftp://p\n",
+        qr/Pyroscope ftp/, qr/must start with http:\/\/ or https:\/\//],
+    ['span name expression', "$OK<Location />\n    OtelSpanName \"%{\"\n</Location>\n",
+        qr/OtelSpanName/, qr/OtelSpanName: cannot parse/],
+    ['span attr expression', "$OK<Location />\n    OtelSpanAttr a \"%{HTTP:\"\n</Location>\n",
+        qr/OtelSpanAttr/, qr/OtelSpanAttr: cannot parse/],
+    ['OtelTrace maybe', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace maybe\n",
+        qr/OtelTrace maybe/, qr/OtelTrace must be On or Off/],
+    ['exporter in a VirtualHost', "OtelTrace On\nOtelExporterEndpoint http://127.0.0.1:4318\n"
+        . "<VirtualHost 127.0.0.1:%%PORT%%>\n    OtelExporterEndpoint http://127.0.0.1:4319\n</VirtualHost>\n",
+        qr/4319/, qr/cannot occur within <VirtualHost> section/],
+    ['service name in a Location', "$OK<Location />\n    OtelServiceName x\n</Location>\n",
+        qr/OtelServiceName x/, qr/OtelServiceName not allowed in <Location> context/],
+);
+
+for my $c (@bad) {
+    my ($name, $conf, $line_re, $why) = @$c;
+    subtest $name => sub {
+        my ($code, $out, $path, $full) = apache_t($conf);
+        isnt $code, 0, 'apache2 -t fails';
+        my $line = conf_line($full, $line_re);
+        like $out, qr/Syntax error on line \Q$line\E of \Q$path\E/, "file and line ($line)";
+        like $out, $why, 'reason';
+    };
+}
+
+subtest 'OtelTrace On without an exporter' => sub {
+    my ($code, $out, $path, $full) = apache_t("<Location /x>\n    OtelTrace On\n</Location>\n");
+    isnt $code, 0, 'apache2 -t fails';
+    my $line = conf_line($full, qr/OtelTrace On/);
+    like $out, qr/OtelTrace On in \Q$path\E:\Q$line\E but no OtelExporterEndpoint/, 'file:line and reason';
+};
+
+subtest 'OtelProfiling On without an exporter or Pyroscope' => sub {
+    my ($code, $out) = apache_t("OtelProfiling On\n");
+    isnt $code, 0, 'apache2 -t fails';
+    like $out, qr/OtelProfiling is On but neither OtelExporterEndpoint nor OtelProfilingPyroscope/, 'reason';
+};
+
+subtest 'queue too large' => sub {
+    my ($code, $out) = apache_t("${OK}OtelExporterBatchSize 65536\nOtelExporterBatchCount 2\n");
+    isnt $code, 0, 'apache2 -t fails';
+    like $out, qr/more than 65536 spans/, 'reason';
+};
+
+my $ALL = <<'EOF';
+OtelExporterEndpoint http://127.0.0.1:4318/base
+OtelExporterHeader X-Api-Key secret
+OtelExporterHeader Authorization "Bearer x y"
+OtelExporterTrustedCertificate /etc/ssl/certs/ca-certificates.crt
+OtelExporterInterval 0.5
+OtelExporterBatchSize 128
+OtelExporterBatchCount 8
+OtelExporterCompression gzip
+OtelExporterTimeout 5
+OtelExporterConnectTimeout 1.5
+OtelExporterShutdownTimeout 2
+OtelServiceName shop
+OtelResourceAttr deployment.environment test
+OtelProfilingRate 99
+OtelProfilingInterval 10
+OtelProfilingMaxDepth 128
+OtelProfilingPyroscope http://127.0.0.1:4040/
+OtelTrace On
+OtelTraceContext propagate
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTraceContext extract
+    OtelSpanAttr vhost "%{SERVER_NAME}"
+    <Location /api/>
+        OtelSpanName "api %{REQUEST_METHOD}"
+        OtelSpanAttr app.tenant "%{HTTP:X-Tenant}"
+        OtelProfiling On
+    </Location>
+    <Directory /tmp>
+        OtelTrace Off
+        OtelTraceContext ignore
+        OtelProfiling Off
+    </Directory>
+</VirtualHost>
+EOF
+
+for my $mpm (apache_mpms()) {
+    subtest "every directive ($mpm)" => sub {
+        my ($code, $out) = apache_t($ALL, mpm => $mpm);
+        is $code, 0, 'apache2 -t passes' or diag $out;
+        like $out, qr/Syntax OK/, 'Syntax OK';
+    };
+}
+
+subtest 'loaded but unused' => sub {
+    my ($code, $out) = apache_t("");
+    is $code, 0, 'no directive at all: fine' or diag $out;
+};
+
+done_testing;

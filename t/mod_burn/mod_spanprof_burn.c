@@ -1,0 +1,138 @@
+/*
+ * Test-only Apache module: a content handler that uses CPU in functions
+ * with known names, so that the profiling tests can tell from a stack which
+ * request ran. Never installed.
+ *
+ *   <Location /burn>
+ *       SetHandler spanprof-burn
+ *   </Location>
+ *
+ *   GET /burn?fn=alpha&ms=300   burns 300 ms of thread CPU time in
+ *                               spanprof_apache_burn_alpha() (fn=beta:
+ *                               spanprof_apache_burn_beta()), then answers
+ *                               "alpha 300 <pid> <tid>\n".
+ *   GET /burn?fn=wait&ms=300    answers after 300 ms without using CPU.
+ */
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_protocol.h"
+#include "http_request.h"
+#include "apr_strings.h"
+
+
+static volatile uint64_t  spanprof_burn_sink;
+
+
+static uint64_t
+spanprof_burn_cpu_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000 + (uint64_t) ts.tv_nsec;
+}
+
+
+/* The two burners differ in name only; noinline keeps them on the stack. */
+__attribute__((noinline, visibility("default"))) void
+spanprof_apache_burn_alpha(long ms)
+{
+    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 1;
+    int       i;
+
+    while (spanprof_burn_cpu_ns() < end) {
+        for (i = 0; i < 5000; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        }
+        spanprof_burn_sink = x;
+    }
+}
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_apache_burn_beta(long ms)
+{
+    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 3;
+    int       i;
+
+    while (spanprof_burn_cpu_ns() < end) {
+        for (i = 0; i < 5000; i++) {
+            x = x * 2862933555777941757ULL + 3037000493ULL;
+        }
+        spanprof_burn_sink = x;
+    }
+}
+
+
+static const char *
+spanprof_burn_arg(request_rec *r, const char *name)
+{
+    const char  *p, *q;
+    apr_size_t   n = strlen(name);
+
+    for (p = r->args; p != NULL && *p; p = q ? q + 1 : NULL) {
+        q = strchr(p, '&');
+        if (strncmp(p, name, n) == 0 && p[n] == '=') {
+            return apr_pstrndup(r->pool, p + n + 1,
+                                q ? (apr_size_t) (q - p - n - 1)
+                                  : strlen(p + n + 1));
+        }
+    }
+    return NULL;
+}
+
+
+static int
+spanprof_burn_handler(request_rec *r)
+{
+    const char  *fn, *ms_s;
+    long         ms;
+
+    if (r->handler == NULL || strcmp(r->handler, "spanprof-burn") != 0) {
+        return DECLINED;
+    }
+
+    fn = spanprof_burn_arg(r, "fn");
+    ms_s = spanprof_burn_arg(r, "ms");
+    ms = ms_s ? strtol(ms_s, NULL, 10) : 100;
+    if (fn == NULL) {
+        fn = "alpha";
+    }
+
+    if (strcmp(fn, "alpha") == 0) {
+        spanprof_apache_burn_alpha(ms);
+    } else if (strcmp(fn, "beta") == 0) {
+        spanprof_apache_burn_beta(ms);
+    } else if (strcmp(fn, "wait") == 0) {
+        apr_sleep(apr_time_from_msec(ms));
+    } else {
+        return HTTP_BAD_REQUEST;
+    }
+
+    ap_set_content_type(r, "text/plain");
+    ap_rprintf(r, "%s %ld %d %ld\n", fn, ms, (int) getpid(),
+               (long) syscall(SYS_gettid));
+    return OK;
+}
+
+
+static void
+spanprof_burn_register_hooks(apr_pool_t *p)
+{
+    ap_hook_handler(spanprof_burn_handler, NULL, NULL, APR_HOOK_MIDDLE);
+}
+
+
+AP_DECLARE_MODULE(spanprof_burn) = {
+    STANDARD20_MODULE_STUFF,
+    NULL, NULL, NULL, NULL, NULL,
+    spanprof_burn_register_hooks
+};
