@@ -27,6 +27,8 @@ UNIT_SRCS   := $(wildcard t/unit/test_*.c)
 UNIT_BINS   := $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_CFLAGS := $(CORE_CFLAGS) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
 
+.DEFAULT_GOAL := all
+
 # Each part adds its targets to ALL (built by `make`) and its test programs
 # to TEST_BINS (run by `make test` beside the unit tests and t/*.t).
 ALL         := nginx unit

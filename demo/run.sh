@@ -1,26 +1,50 @@
 #!/usr/bin/env bash
-# The spanprof demo: installs what it needs, builds the nginx module, runs
-# Debian's nginx with it on 127.0.0.1 (file exporter, no collector needed),
-# sends a few requests through a proxied route and prints the spans written.
+# The spanprof demo: installs what it needs (scripts/install-deps), builds
+# the nginx module, the spanprof CLI and a small demo backend module, runs
+# Debian's nginx with them on 127.0.0.1 (file exporter, profiling on, no
+# collector), sends traffic through a proxy to a backend with one slow,
+# CPU-heavy route, stops nginx, then shows the slowest traces with
+# `spanprof traces` and draws the slowest one with `spanprof flamegraph`.
+#
+# Environment: SPANPROF_DEMO_PORT (front port, default 18080; the backend
+# listens on the next one, or SPANPROF_DEMO_BACKEND_PORT),
+# SPANPROF_DEMO_DIR (default build/demo), SPANPROF_DEMO_NO_BUILD=1 (skip
+# install-deps and make: for the tests, which build first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-bash scripts/install-deps
-make -s nginx >/dev/null
+if [ -z "${SPANPROF_DEMO_NO_BUILD:-}" ]; then
+    bash scripts/install-deps
+    echo "== building the nginx module, the spanprof CLI and the demo backend"
+    make -s nginx cli demo-module >/dev/null
+fi
 
-demo=$repo/build/demo
+spanprof=$repo/build/cli/spanprof
+demo=${SPANPROF_DEMO_DIR:-$repo/build/demo}
+port=${SPANPROF_DEMO_PORT:-18080}
+backend=${SPANPROF_DEMO_BACKEND_PORT:-$((port + 1))}
+
+case $demo in
+    /|"") echo "spanprof demo: refusing SPANPROF_DEMO_DIR=\"$demo\"" >&2; exit 1 ;;
+esac
+
+# Show paths inside the repository relative to it (the commands below run
+# from the repository's root).
+case $demo in
+    "$repo"/*) show=${demo#"$repo"/} ;;
+    *)         show=$demo ;;
+esac
+
 rm -rf "$demo"
 mkdir -p "$demo/out" "$demo/tmp"
 # Workers run as nobody when nginx is started as root.
 chmod 0777 "$demo/out" "$demo/tmp"
 
-port=${SPANPROF_DEMO_PORT:-18080}
-backend=$((port + 1))
-
 cat > "$demo/nginx.conf" <<CONF
 load_module $repo/build/nginx/ngx_http_spanprof_module.so;
-worker_processes 1;
+load_module $repo/build/demo-nginx/ngx_http_demo_backend_module.so;
+worker_processes 2;
 error_log $demo/error.log info;
 pid $demo/nginx.pid;
 events { worker_connections 256; }
@@ -29,72 +53,76 @@ http {
     client_body_temp_path $demo/tmp/body;
     proxy_temp_path $demo/tmp/proxy;
 
+    # Spans to out/traces.jsonl, CPU profiles to out/cpu-*.pb.gz.
     otel_exporter { endpoint file://$demo/out; interval 200ms; }
     otel_service_name spanprof-demo;
     otel_trace on;
     otel_trace_context propagate;
+    otel_profiling on;
+    otel_profiling_rate 1000;
+    otel_profiling_interval 1s;
 
+    # The front, which clients talk to.
     server {
         listen 127.0.0.1:$port;
         location /api/ {
             proxy_pass http://127.0.0.1:$backend;
         }
         location / {
-            add_header X-Trace-Id \$otel_trace_id;
-            return 200 "hello from trace \$otel_trace_id\n";
+            return 200 "spanprof demo: try /api/prices?symbol=ACME or /api/report\n";
         }
     }
 
+    # The demo backend (demo/ngx_demo_backend): a fast route, and a slow
+    # one that spends ~200 ms of CPU in demo_price_report_compute().
     server {
         listen 127.0.0.1:$backend;
-        # Only read the context here, so \$http_traceparent shows what
-        # arrived rather than what this server would send on.
-        otel_trace_context extract;
-        location / {
-            otel_span_attr app.backend "demo";
-            return 200 "backend saw traceparent: \$http_traceparent\n";
-        }
+        location /api/prices { demo_backend prices; }
+        location /api/report { demo_backend report; }
     }
 }
 CONF
 
-/usr/sbin/nginx -p "$demo/" -c "$demo/nginx.conf"
+/usr/sbin/nginx -p "$demo/" -c "$demo/nginx.conf" -e "$demo/error.log"
 trap '[ -f "$demo/nginx.pid" ] && kill -QUIT "$(cat "$demo/nginx.pid")" 2>/dev/null || true' EXIT
 
-for i in $(seq 1 50); do
+for _ in $(seq 1 50); do
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
 done
 
-echo "== requests"
-curl -s "http://127.0.0.1:$port/hello?x=1"
-curl -s "http://127.0.0.1:$port/api/orders" \
-     -H 'traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
-curl -s "http://127.0.0.1:$port/api/missing"
+echo "== nginx on 127.0.0.1:$port (front) -> 127.0.0.1:$backend (demo backend); spans and profiles to $show/out"
+echo "== traffic: 40 x GET /api/prices?symbol=..., 4 x GET /api/report"
+for round in 1 2 3 4; do
+    for i in $(seq 1 10); do
+        curl -sf -o /dev/null "http://127.0.0.1:$port/api/prices?symbol=S$round$i"
+    done
+    body=$(curl -sf "http://127.0.0.1:$port/api/report")
+done
+curl -sf "http://127.0.0.1:$port/api/prices?symbol=ACME"
+echo "$body"
 
-# QUIT makes the worker flush its queue before it exits.
+# QUIT makes each worker flush its spans and write its last profile.
 kill -QUIT "$(cat "$demo/nginx.pid")"
-for i in $(seq 1 50); do
+for _ in $(seq 1 100); do
     [ -f "$demo/nginx.pid" ] || break
     sleep 0.1
 done
 trap - EXIT
+if [ -f "$demo/nginx.pid" ]; then
+    echo "spanprof demo: nginx did not stop; see $show/error.log" >&2
+    exit 1
+fi
 
 echo
-echo "== spans written to $demo/out/traces.jsonl"
-perl -MJSON::PP -ne '
-    my $d = decode_json($_);
-    for my $rs (@{$d->{resourceSpans}}) {
-        for my $ss (@{$rs->{scopeSpans}}) {
-            for my $s (@{$ss->{spans}}) {
-                my %a = map { $_->{key} => (values %{$_->{value}})[0] }
-                        @{$s->{attributes} || []};
-                printf "%s  %-16s %-12s %-7s status=%-3s %7.3f ms  parent=%s\n",
-                    $s->{traceId}, $s->{spanId} . " " . ($s->{kind} == 2 ? "SERVER" : "CLIENT"),
-                    $s->{name}, $a{"url.path"} // $a{"server.address"} // "",
-                    $a{"http.response.status_code"} // "-",
-                    ($s->{endTimeUnixNano} - $s->{startTimeUnixNano}) / 1e6,
-                    $s->{parentSpanId} // "-";
-            }
-        }
-    }' "$demo/out/traces.jsonl"
+echo "\$ spanprof traces $show/out --slowest 5"
+"$spanprof" traces "$show/out" --slowest 5
+
+slowest=$("$spanprof" traces "$show/out" --slowest 1 --ids)
+echo
+echo "\$ spanprof flamegraph $show/out --trace $slowest -o $show/slowest.svg"
+"$spanprof" flamegraph "$show/out" --trace "$slowest" -o "$show/slowest.svg"
+
+echo
+echo "Flame graph of the slowest trace: $demo/slowest.svg"
+echo "(open it in a browser: hover a frame for its samples, click to zoom)"

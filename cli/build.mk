@@ -1,0 +1,68 @@
+# spanprof CLI (cli/), the demo's backend module (demo/ngx_demo_backend/)
+# and `make install`. Included by the top Makefile, which defines BUILD, CC,
+# CORE_CFLAGS, UNIT_CFLAGS, GEN, COMMON_SRCS, COMMON_HDRS, NGX_SRC,
+# NGX_CONF_FLAGS and NGX_MODULE.
+
+CLI_BIN        := $(BUILD)/cli/spanprof
+CLI_LIB_SRCS   := cli/util.c cli/spans.c cli/profiles.c cli/flame.c
+CLI_SRCS       := cli/main.c $(CLI_LIB_SRCS)
+# Only the server-agnostic parts of common/ the CLI needs: buffers, arena,
+# hex ids and the pprof encoder (with its gzip helper).
+CLI_COMMON     := $(filter common/arena.c common/buf.c common/ids.c \
+                           common/gzip.c common/pprof.c,$(COMMON_SRCS))
+CLI_GEN        := $(GEN)/pprof/profile.pb-c.c
+CLI_JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
+CLI_JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+CLI_CFLAGS     := $(filter-out -fPIC -mtls-dialect=%,$(CORE_CFLAGS)) \
+                  $(CLI_JANSSON_CFLAGS)
+CLI_LIBS       := $(CLI_JANSSON_LIBS) -lprotobuf-c -lz -lm
+CLI_DEPS       := cli/spanprof.h $(CLI_COMMON) $(COMMON_HDRS) $(GEN)/.stamp
+
+CLI_TEST       := $(BUILD)/cli/test_cli
+
+$(CLI_BIN): $(CLI_SRCS) $(CLI_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_CFLAGS) -o $@ $(CLI_SRCS) $(CLI_COMMON) $(CLI_GEN) $(CLI_LIBS)
+
+# C unit tests of the CLI's parts (TAP), with the sanitizers.
+$(CLI_TEST): cli/test_cli.c $(CLI_LIB_SRCS) t/unit/tap.h $(CLI_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -mtls-dialect=%,$(UNIT_CFLAGS)) $(CLI_JANSSON_CFLAGS) \
+	    -It/unit -o $@ cli/test_cli.c $(CLI_LIB_SRCS) $(CLI_COMMON) \
+	    $(CLI_GEN) $(CLI_LIBS)
+
+cli: $(CLI_BIN) $(CLI_TEST)
+
+# --- the demo's backend: a tiny nginx module with a CPU-heavy route ---------
+# Built by its own configure (Debian's flags, --with-compat) in its own copy
+# of the nginx sources, so it never races the main module's build; its .so
+# loads beside build/nginx/ngx_http_spanprof_module.so.
+DEMO_NGX_BUILD := $(BUILD)/demo-nginx
+DEMO_NGX_TREE  := $(BUILD)/demo-nginx-src
+DEMO_MODULE    := $(DEMO_NGX_BUILD)/ngx_http_demo_backend_module.so
+
+$(DEMO_NGX_BUILD)/Makefile: demo/ngx_demo_backend/config
+	rm -rf $(DEMO_NGX_TREE) && mkdir -p $(BUILD) && cp -r $(NGX_SRC) $(DEMO_NGX_TREE)
+	cd $(DEMO_NGX_TREE) && ./configure $(NGX_CONF_FLAGS) \
+	    --with-cc-opt='-g -O2 -fPIC -fstack-protector-strong -D_FORTIFY_SOURCE=2' \
+	    --with-ld-opt='-Wl,-z,relro -Wl,-z,now -fPIC' \
+	    --add-dynamic-module=$(CURDIR)/demo/ngx_demo_backend \
+	    --builddir=$(abspath $(DEMO_NGX_BUILD)) >/dev/null
+
+demo-module: $(DEMO_NGX_BUILD)/Makefile
+	$(MAKE) -C $(DEMO_NGX_TREE) -f $(abspath $(DEMO_NGX_BUILD))/Makefile modules
+
+ALL       += cli demo-module
+TEST_BINS += $(CLI_TEST)
+
+# --- install ----------------------------------------------------------------
+# The server modules to $(PREFIX)/lib/spanprof/ (AP_MODULE, mod_spanprof.so,
+# comes from apache_module/build.mk), the CLI to $(PREFIX)/bin.
+PREFIX  ?= /usr/local
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/spanprof
+	install -m 0755 $(CLI_BIN) $(DESTDIR)$(PREFIX)/bin/spanprof
+	install -m 0644 $(NGX_MODULE) $(AP_MODULE) $(DESTDIR)$(PREFIX)/lib/spanprof/
+
+.PHONY: cli demo-module install
