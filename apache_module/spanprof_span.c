@@ -15,31 +15,8 @@
 
 #include "mod_spanprof.h"
 #include "common/clock.h"
+#include "common/http_span.h"
 #include "common/span.h"
-
-
-static const char *const  spanprof_methods[] = {
-    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
-    "PATCH", NULL
-};
-
-
-/* The method as OTel names it: a known method, or NULL for "_OTHER". */
-static const char *
-spanprof_known_method(request_rec *r)
-{
-    const char *const  *m;
-
-    if (r->method == NULL) {
-        return NULL;
-    }
-    for (m = spanprof_methods; *m != NULL; m++) {
-        if (strcmp(*m, r->method) == 0) {
-            return *m;
-        }
-    }
-    return NULL;
-}
 
 
 /* The <Location> (not regex) whose settings the request ended with. */
@@ -61,15 +38,15 @@ spanprof_route(request_rec *r)
 const char *
 spanprof_default_name(request_rec *r, apr_size_t *len)
 {
-    const char  *method, *route, *name;
+    const char  *route, *method = r->method ? r->method : "";
+    char        *name;
+    apr_size_t   cap;
 
-    method = spanprof_known_method(r);
     route = spanprof_route(r);
-    if (method == NULL) {
-        method = "HTTP";
-    }
-    name = route ? apr_pstrcat(r->pool, method, " ", route, NULL) : method;
-    *len = strlen(name);
+    cap = sizeof("OPTIONS ") + (route ? strlen(route) : 0);
+    name = apr_palloc(r->pool, cap);
+    *len = sp_http_span_name(name, cap, method, strlen(method), route,
+                             route ? strlen(route) : 0);
     return name;
 }
 
@@ -148,11 +125,10 @@ static void
 spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
-    char                  hex[2 * SP_SPAN_ID_LEN], buf[16];
+    char                  hex[2 * SP_SPAN_ID_LEN], *name;
     const char           *v, *q, *method, *route, *err, *cl;
-    apr_size_t            len;
     apr_off_t             body;
-    int                   i, status;
+    int                   i;
     request_rec          *last;
     spanprof_attr_t      *attr;
     spanprof_dir_conf_t  *dc;
@@ -170,7 +146,6 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         sp_span_set_tracestate(s, ctx->tracestate, strlen(ctx->tracestate));
     }
 
-    method = spanprof_known_method(r);
     route = spanprof_route(last);
 
     v = NULL;
@@ -182,21 +157,19 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
     if (v == NULL) {
-        v = method ? method : "HTTP";
-        if (route != NULL) {
-            v = apr_pstrcat(r->pool, v, " ", route, NULL);
-        }
-    }
-    sp_span_set_name(s, v, strlen(v));
-
-    if (method) {
-        spanprof_attr_s(s, "http.request.method", method);
+        method = r->method ? r->method : "";
+        name = apr_palloc(r->pool, sizeof("OPTIONS ")
+                                   + (route ? strlen(route) : 0));
+        sp_span_set_name(s, name,
+                         sp_http_span_name(name, sizeof("OPTIONS ")
+                                           + (route ? strlen(route) : 0),
+                                           method, strlen(method), route,
+                                           route ? strlen(route) : 0));
     } else {
-        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
-        if (r->method != NULL && r->method[0] != '\0') {
-            spanprof_attr_s(s, "http.request.method_original", r->method);
-        }
+        sp_span_set_name(s, v, strlen(v));
     }
+
+    sp_http_span_method(s, r->method, r->method ? strlen(r->method) : 0);
 
     /* The target as the client sent it, before any rewrite. */
     if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
@@ -219,10 +192,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         spanprof_attr_s(s, "http.route", route);
     }
 
-    status = last->status;
-    if (status > 0) {
-        sp_span_attr_cint(s, "http.response.status_code", status);
-    }
+    sp_http_span_status(s, last->status);
 
     spanprof_server_address(r, s);
 
@@ -251,12 +221,6 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 
     sp_span_attr_cint(s, "http.response.body.size",
                       last->bytes_sent > 0 ? last->bytes_sent : 0);
-
-    if (status >= 500) {
-        len = apr_snprintf(buf, sizeof(buf), "%d", status);
-        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
-        sp_span_attr_cstr(s, "error.type", buf, len);
-    }
 
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
     if (ctx->profiled) {
@@ -301,33 +265,13 @@ spanprof_peer_attrs(sp_span_t *s, unsigned owner, spanprof_ctx_t *ctx,
 
 
 static void
-spanprof_error_type(sp_span_t *s, unsigned owner, int answered, int status)
-{
-    char         buf[16];
-    apr_size_t   len;
-    const char  *v;
-
-    if (answered) {
-        len = apr_snprintf(buf, sizeof(buf), "%d", status);
-        v = buf;
-    } else if (status == HTTP_GATEWAY_TIME_OUT) {
-        v = "timeout";
-        len = 7;
-    } else {
-        v = "connection_failed";
-        len = 17;
-    }
-    sp_span_attr_str(s, owner, "error.type", 10, v, len);
-}
-
-
-static void
 spanprof_client_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t server_end_ns)
 {
-    int          i, n, last, status, ev;
+    int          i, n, last, ev;
     uint64_t     start, end;
     const char  *method;
+    char         name[16];
 
     n = ctx->nattempts < SPANPROF_MAX_ATTEMPTS ? ctx->nattempts
                                                : SPANPROF_MAX_ATTEMPTS;
@@ -347,26 +291,20 @@ spanprof_client_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
                  spanprof_flags(ctx), start);
     s->end_ns = end;
 
-    method = spanprof_known_method(r);
-    if (method) {
-        sp_span_set_name(s, method, strlen(method));
-        spanprof_attr_s(s, "http.request.method", method);
-    } else {
-        sp_span_set_name(s, "HTTP", 4);
-        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
-    }
+    /* OTel names a CLIENT span by its method alone. */
+    method = r->method ? r->method : "";
+    sp_span_set_name(s, name, sp_http_span_name(name, sizeof(name), method,
+                                                strlen(method), NULL, 0));
+    sp_http_span_method(s, r->method, r->method ? strlen(r->method) : 0);
 
     spanprof_peer_attrs(s, SP_OWNER_SPAN, ctx, last);
 
-    status = ctx->peer_answered ? ctx->proxy_status : 0;
-    if (status) {
-        sp_span_attr_cint(s, "http.response.status_code", status);
-    }
-    if (status >= 400 || status == 0) {
-        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
-        spanprof_error_type(s, SP_OWNER_SPAN, ctx->peer_answered,
-                            ctx->proxy_done ? ctx->proxy_status
-                                            : HTTP_BAD_GATEWAY);
+    if (ctx->peer_answered) {
+        sp_http_span_status(s, ctx->proxy_status);
+    } else {
+        sp_http_span_no_answer(s, SP_OWNER_SPAN,
+                               ctx->proxy_done ? ctx->proxy_status
+                                               : HTTP_BAD_GATEWAY);
     }
 
     /* Retries (balancer failover): the resend count and one event per
@@ -385,9 +323,9 @@ spanprof_client_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
                                  "http.response.status_code", 25,
                                  ctx->proxy_status);
             } else {
-                spanprof_error_type(s, SP_OWNER_EVENT(ev), 0,
-                                    i == last ? ctx->proxy_status
-                                              : HTTP_SERVICE_UNAVAILABLE);
+                sp_http_span_no_answer(s, SP_OWNER_EVENT(ev),
+                                       i == last ? ctx->proxy_status
+                                                 : HTTP_SERVICE_UNAVAILABLE);
             }
         }
     }

@@ -10,6 +10,7 @@
 
 #include "ngx_http_spanprof_module.h"
 #include "common/clock.h"
+#include "common/http_span.h"
 #include "common/span.h"
 
 
@@ -18,33 +19,7 @@
                      (const char *) (v)->data, (v)->len)
 
 
-static ngx_str_t *ngx_http_spanprof_known_method(ngx_http_request_t *r);
 static ngx_str_t *ngx_http_spanprof_route(ngx_http_request_t *r);
-
-
-static ngx_str_t  ngx_http_spanprof_methods[] = {
-    ngx_string("GET"), ngx_string("HEAD"), ngx_string("POST"),
-    ngx_string("PUT"), ngx_string("DELETE"), ngx_string("CONNECT"),
-    ngx_string("OPTIONS"), ngx_string("TRACE"), ngx_string("PATCH"),
-    ngx_null_string
-};
-
-
-/* The method as OTel names it: a known method, or NULL for "_OTHER". */
-static ngx_str_t *
-ngx_http_spanprof_known_method(ngx_http_request_t *r)
-{
-    ngx_str_t  *m;
-
-    for (m = ngx_http_spanprof_methods; m->len; m++) {
-        if (m->len == r->method_name.len
-            && ngx_strncmp(m->data, r->method_name.data, m->len) == 0)
-        {
-            return m;
-        }
-    }
-    return NULL;
-}
 
 
 /* "{method} {route}", "{method}" without a route; "HTTP" for a method
@@ -52,23 +27,22 @@ ngx_http_spanprof_known_method(ngx_http_request_t *r)
 void
 ngx_http_spanprof_default_name(ngx_http_request_t *r, ngx_str_t *name)
 {
-    u_char     *p;
-    ngx_str_t  *method, *route;
+    size_t      cap;
+    ngx_str_t  *route;
 
-    method = ngx_http_spanprof_known_method(r);
     route = ngx_http_spanprof_route(r);
+    cap = sizeof("OPTIONS ") + (route ? route->len : 0);
 
-    *name = method ? *method : (ngx_str_t) ngx_string("HTTP");
-    if (route == NULL) {
+    name->data = ngx_pnalloc(r->pool, cap);
+    if (name->data == NULL) {
+        ngx_str_set(name, "HTTP");
         return;
     }
-    p = ngx_pnalloc(r->pool, name->len + 1 + route->len);
-    if (p == NULL) {
-        return;
-    }
-    ngx_sprintf(p, "%V %V", name, route);
-    name->data = p;
-    name->len += 1 + route->len;
+    name->len = sp_http_span_name((char *) name->data, cap,
+                                  (const char *) r->method_name.data,
+                                  r->method_name.len,
+                                  route ? (const char *) route->data : NULL,
+                                  route ? route->len : 0);
 }
 
 
@@ -185,11 +159,11 @@ static void
 ngx_http_spanprof_server_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t end_ns)
 {
-    u_char                        *q, buf[NGX_INT_T_LEN];
+    u_char                        *q;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
     off_t                          sent;
-    ngx_str_t                      v, *method, *route, path, query;
-    ngx_uint_t                     i, status;
+    ngx_str_t                      v, *route, path, query;
+    ngx_uint_t                     i;
     ngx_http_spanprof_attr_t      *attr;
     ngx_http_spanprof_loc_conf_t  *lcf;
 
@@ -204,7 +178,6 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
                                ctx->tracestate.len);
     }
 
-    method = ngx_http_spanprof_known_method(r);
     route = ngx_http_spanprof_route(r);
 
     /* Name: otel_span_name, else "{method} {route}" as OTel's HTTP
@@ -219,15 +192,8 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         sp_span_set_name(s, (const char *) v.data, v.len);
     }
 
-    if (method) {
-        ngx_http_spanprof_attr_str(s, "http.request.method", method);
-    } else {
-        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
-        if (r->method_name.len) {
-            ngx_http_spanprof_attr_str(s, "http.request.method_original",
-                                       &r->method_name);
-        }
-    }
+    sp_http_span_method(s, (const char *) r->method_name.data,
+                        r->method_name.len);
 
     /* The target as the client sent it, before any rewrite. */
     if (r->unparsed_uri.len) {
@@ -259,10 +225,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         ngx_http_spanprof_attr_str(s, "http.route", route);
     }
 
-    status = ngx_http_spanprof_status(r);
-    if (status) {
-        sp_span_attr_cint(s, "http.response.status_code", status);
-    }
+    sp_http_span_status(s, (int) ngx_http_spanprof_status(r));
 
     ngx_http_spanprof_server_name(r, s);
 
@@ -286,12 +249,6 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
 
     sent = r->connection->sent - r->header_size;
     sp_span_attr_cint(s, "http.response.body.size", sent > 0 ? sent : 0);
-
-    if (status >= 500) {
-        q = ngx_sprintf(buf, "%ui", status);
-        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
-        sp_span_attr_cstr(s, "error.type", (const char *) buf, q - buf);
-    }
 
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
     if (ctx->profiled) {
@@ -319,28 +276,6 @@ static ngx_flag_t
 ngx_http_spanprof_peer_answered(ngx_http_upstream_state_t *st)
 {
     return st->status && st->header_time != (ngx_msec_t) -1;
-}
-
-
-static void
-ngx_http_spanprof_error_type(sp_span_t *s, unsigned owner,
-    ngx_http_upstream_state_t *st)
-{
-    u_char       buf[NGX_INT_T_LEN];
-    size_t       len;
-    const char  *v;
-
-    if (ngx_http_spanprof_peer_answered(st)) {
-        len = ngx_sprintf(buf, "%ui", st->status) - buf;
-        v = (const char *) buf;
-    } else if (st->status == NGX_HTTP_GATEWAY_TIME_OUT) {
-        v = "timeout";
-        len = 7;
-    } else {
-        v = "connection_failed";
-        len = 17;
-    }
-    sp_span_attr_str(s, owner, "error.type", 10, v, len);
 }
 
 
@@ -389,8 +324,9 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t server_end_ns)
 {
     uint64_t                   start, t, total_ms;
-    ngx_str_t                 *method;
-    ngx_uint_t                 i, n, status, attempts;
+    u_char                     buf[16];
+    ngx_str_t                  name;
+    ngx_uint_t                 i, n, attempts;
     ngx_http_upstream_state_t *st, *last;
 
     st = r->upstream_states->elts;
@@ -423,24 +359,20 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
                  ngx_http_spanprof_flags(ctx), start);
     s->end_ns = server_end_ns;
 
-    method = ngx_http_spanprof_known_method(r);
-    if (method) {
-        sp_span_set_name(s, (const char *) method->data, method->len);
-        ngx_http_spanprof_attr_str(s, "http.request.method", method);
-    } else {
-        sp_span_set_name(s, "HTTP", 4);
-        sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
-    }
+    /* OTel names a CLIENT span by its method alone. */
+    name.len = sp_http_span_name((char *) buf, sizeof(buf),
+                                 (const char *) r->method_name.data,
+                                 r->method_name.len, NULL, 0);
+    sp_span_set_name(s, (const char *) buf, name.len);
+    sp_http_span_method(s, (const char *) r->method_name.data,
+                        r->method_name.len);
 
     ngx_http_spanprof_peer_attrs(s, SP_OWNER_SPAN, last->peer);
 
-    status = ngx_http_spanprof_peer_answered(last) ? last->status : 0;
-    if (status) {
-        sp_span_attr_cint(s, "http.response.status_code", status);
-    }
-    if (status >= 400 || status == 0) {
-        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
-        ngx_http_spanprof_error_type(s, SP_OWNER_SPAN, last);
+    if (ngx_http_spanprof_peer_answered(last)) {
+        sp_http_span_status(s, (int) last->status);
+    } else {
+        sp_http_span_no_answer(s, SP_OWNER_SPAN, (int) last->status);
     }
 
     /* Retries: the resend count and one event per attempt. */
@@ -464,7 +396,8 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
                                  "http.response.status_code", 25,
                                  st[i].status);
             } else {
-                ngx_http_spanprof_error_type(s, SP_OWNER_EVENT(ev), &st[i]);
+                sp_http_span_no_answer(s, SP_OWNER_EVENT(ev),
+                                       (int) st[i].status);
             }
         }
     }

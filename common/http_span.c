@@ -1,0 +1,98 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "http_span.h"
+
+static const char *const  methods[] = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+    "PATCH", NULL
+};
+
+const char *
+sp_http_known_method(const char *m, size_t len)
+{
+    const char *const  *p;
+
+    if (m == NULL) {
+        return NULL;
+    }
+    for (p = methods; *p != NULL; p++) {
+        if (strlen(*p) == len && memcmp(*p, m, len) == 0) {
+            return *p;
+        }
+    }
+    return NULL;
+}
+
+size_t
+sp_http_span_name(char *buf, size_t cap, const char *method, size_t mlen,
+    const char *route, size_t rlen)
+{
+    const char  *known = sp_http_known_method(method, mlen);
+    size_t       n;
+
+    if (known == NULL) {
+        known = "HTTP";
+    }
+    n = strlen(known);
+    if (n > cap) {
+        n = cap;
+    }
+    memcpy(buf, known, n);
+    if (route != NULL && rlen > 0 && n + 1 + rlen <= cap) {
+        buf[n++] = ' ';
+        memcpy(buf + n, route, rlen);
+        n += rlen;
+    }
+    return n;
+}
+
+void
+sp_http_span_method(sp_span_t *s, const char *m, size_t len)
+{
+    const char  *known = sp_http_known_method(m, len);
+
+    if (known != NULL) {
+        sp_span_attr_cstr(s, "http.request.method", known, strlen(known));
+        return;
+    }
+    sp_span_attr_cstr(s, "http.request.method", "_OTHER", 6);
+    if (m != NULL && len > 0) {
+        sp_span_attr_cstr(s, "http.request.method_original", m, len);
+    }
+}
+
+void
+sp_http_span_status(sp_span_t *s, int status)
+{
+    char  buf[16];
+    int   n;
+
+    if (status <= 0) {
+        return;
+    }
+    sp_span_attr_cint(s, "http.response.status_code", status);
+    if (status >= (s->kind == SP_SPAN_KIND_CLIENT ? 400 : 500)) {
+        n = snprintf(buf, sizeof(buf), "%d", status);
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+        sp_span_attr_cstr(s, "error.type", buf, (size_t) n);
+    }
+}
+
+void
+sp_http_span_no_answer(sp_span_t *s, unsigned owner, int status)
+{
+    static const char  timeout[] = "timeout";
+    static const char  failed[] = "connection_failed";
+
+    if (owner == SP_OWNER_SPAN) {
+        sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
+    }
+    if (status == 504) {
+        sp_span_attr_str(s, owner, "error.type", 10, timeout,
+                         sizeof(timeout) - 1);
+    } else {
+        sp_span_attr_str(s, owner, "error.type", 10, failed,
+                         sizeof(failed) - 1);
+    }
+}
