@@ -207,24 +207,6 @@ build_request(sp_arena_t *a, const sp_resource_t *res,
 }
 
 int
-sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
-    sp_span_t *const *spans, size_t n, sp_buf_t *out)
-{
-    pb_request_t  *req = build_request(a, res, spans, n);
-    size_t         size;
-
-    if (req == NULL) {
-        return -1;
-    }
-    size = protobuf_c_message_get_packed_size(&req->base);
-    if (sp_buf_reserve(out, size) != 0) {
-        return -1;
-    }
-    out->len += protobuf_c_message_pack(&req->base, out->data + out->len);
-    return 0;
-}
-
-int
 sp_otlp_traces_encode_json(sp_arena_t *a, const sp_resource_t *res,
     sp_span_t *const *spans, size_t n, sp_buf_t *out)
 {

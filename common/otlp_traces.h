@@ -14,7 +14,8 @@
  * exporter thread. The message tree is built in `a` (the caller resets it
  * after). Both return 0, or -1 on allocation failure. */
 
-/* Protobuf binary, for POST /v1/traces. */
+/* Protobuf binary, for POST /v1/traces; written straight to the wire
+ * format (otlp_traces_wire.c), with only the resource and scope in `a`. */
 int sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res, sp_span_t *const *spans,
     size_t n, sp_buf_t *out);
 
