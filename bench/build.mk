@@ -1,0 +1,27 @@
+# Benchmarks (included by the top Makefile). Not part of `all` or `test`:
+# `make bench` builds the module and the tools below, runs bench/run (about
+# 10 minutes; BENCH_DURATION / BENCH_ROUNDS shorten it) and rewrites
+# BENCHMARKS.md. `make bench-tools` only builds. bench/callgrind (run by
+# hand) gives repeatable instruction counts per request under valgrind.
+
+BENCH_BUILD  := $(BUILD)/bench
+# Like the unit tests, against common/ and the generated protobuf code, but
+# optimised as the module is and without sanitizers.
+BENCH_CFLAGS := $(CORE_CFLAGS) -O2 -g
+BENCH_TOOLS  := $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench \
+                $(BENCH_BUILD)/receiver
+
+.PHONY: bench bench-tools
+
+$(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench: $(BENCH_BUILD)/%: bench/%.c $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -rdynamic -o $@ $< $(COMMON_SRCS) $(GEN_SRCS) $(CORE_LIBS)
+
+$(BENCH_BUILD)/receiver: bench/receiver.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -o $@ $<
+
+bench-tools: $(BENCH_TOOLS)
+
+bench:
+	bench/run

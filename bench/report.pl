@@ -1,0 +1,333 @@
+#!/usr/bin/perl
+# bench/report.pl RUN_DIR OUT.md - turns what bench/run measured into the
+# tables of BENCHMARKS.md (and prints them). bench/analysis.md, written by
+# hand after profiling, is appended as it is.
+use strict;
+use warnings;
+
+my ($W, $out) = @ARGV;
+die "usage: $0 RUN_DIR OUT.md\n" unless $W && $out;
+
+sub slurp { my $f = shift; open(my $fh, '<', $f) or return ''; local $/; my $t = <$fh>; close $fh; return $t }
+
+my %meta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, slurp("$W/meta.txt");
+my $hz = $meta{clk_tck} || 100;
+
+# ---- results -------------------------------------------------------------------
+my (@rows, %by);
+open(my $fh, '<', "$W/results.tsv") or die "$W/results.tsv: $!";
+my $hdr = <$fh>; chomp $hdr; my @cols = split /\t/, $hdr;
+while (<$fh>) {
+    chomp; my %r; @r{@cols} = split /\t/;
+    next unless defined $r{requests} && $r{requests} =~ /^\d+$/ && $r{requests} > 0;
+    $r{cpu_us} = $r{ticks} / $hz * 1e6 / $r{requests};
+    $r{exp_us} = ($r{thread_ticks} // 0) / $hz * 1e6 / $r{requests};
+    push @rows, \%r;
+    push @{ $by{$r{workload}}{$r{cfg}} }, \%r;
+}
+close $fh;
+
+sub median { my @v = sort { $a <=> $b } @_; return undef unless @v; my $n = @v; return $n % 2 ? $v[$n/2] : ($v[$n/2-1] + $v[$n/2]) / 2 }
+sub min { my $m; for (@_) { $m = $_ if !defined $m || $_ < $m } $m }
+sub max { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } $m }
+sub sum { my $s = 0; $s += $_ for @_; $s }
+
+my @cfgs = qw(A B C D E);
+my %desc = (
+    A => 'no module',
+    B => 'module loaded, `otel_trace off`',
+    C => 'tracing, collector answers 200',
+    D => 'C + profiling at 100 Hz',
+    E => 'C, collector down (refused)',
+);
+my %wdesc = (
+    r200   => '`return 200` (`GET /r200`)',
+    static => '1 KiB static file (`GET /static/1k.bin`, sendfile)',
+    proxy  => 'proxied to a local upstream (`GET /proxy/x`, keepalive upstream in the same nginx, `return 200`)',
+);
+my @wls = grep { $by{$_} } split ' ', ($meta{workloads} || 'r200 static proxy');
+
+my %S;   # summary per workload/cfg
+for my $wl (@wls) {
+    for my $c (@cfgs) {
+        my $rs = $by{$wl}{$c} or next;
+        my %s;
+        $s{rps}   = median(map { $_->{rps} } @$rs);
+        $s{rmin}  = min(map { $_->{rps} } @$rs);
+        $s{rmax}  = max(map { $_->{rps} } @$rs);
+        $s{cpu}   = median(map { $_->{cpu_us} } @$rs);
+        $s{cmin}  = min(map { $_->{cpu_us} } @$rs);
+        $s{cmax}  = max(map { $_->{cpu_us} } @$rs);
+        $s{exp}   = median(map { $_->{exp_us} } @$rs);
+        $s{rss}   = median(map { $_->{rss_kb} } @$rs);
+        $s{rssmax} = max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$rs);
+        $s{reqs}  = sum(map { $_->{requests} } @$rs);
+        $s{served} = sum(map { $_->{served} } @$rs);
+        $s{errors} = sum(map { $_->{errors} } @$rs);
+        $s{drop_lines} = sum(map { $_->{drop_lines} } @$rs);
+        if ($rs->[0]{expected} ne '-') {
+            $s{spans} = sum(map { $_->{spans} } @$rs);
+            $s{expected} = sum(map { $_->{expected} } @$rs);
+            $s{short_runs} = scalar grep { $_->{spans} < $_->{expected} } @$rs;
+        }
+        $s{n} = @$rs;
+        $S{$wl}{$c} = \%s;
+    }
+}
+
+sub ratio { my ($wl, $c) = @_; return undef unless $S{$wl}{A} && $S{$wl}{$c}; return $S{$wl}{$c}{rps} / $S{$wl}{A}{rps} }
+sub cpu_ratio { my ($wl, $c) = @_; return undef unless $S{$wl}{A} && $S{$wl}{$c}; return $S{$wl}{A}{cpu} / $S{$wl}{$c}{cpu} }
+sub f { my ($fmt, $v) = @_; return defined $v ? sprintf($fmt, $v) : '-' }
+
+# ---- micro-benchmarks -----------------------------------------------------------
+sub parse_kv_lines {
+    my @out;
+    for (split /\n/, shift) {
+        next if /^#/ || !/=/;
+        push @out, { map { split /=/, $_, 2 } split ' ' };
+    }
+    return @out;
+}
+my @sc256 = parse_kv_lines(slurp("$W/sample_cost_256.txt"));
+my @sc64  = parse_kv_lines(slurp("$W/sample_cost_64.txt"));
+my %sc64 = map { $_->{depth} => $_ } @sc64;
+my @enc = parse_kv_lines(slurp("$W/encode.txt"));
+my %verify = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/verify.txt");
+my %hang = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/hang.txt");
+
+# ---- targets ---------------------------------------------------------------------
+my @targets;
+sub target {
+    my ($name, $ok, $detail, $result) = @_;
+    push @targets, sprintf("| %s | %s | %s |", $name, $result // ($ok ? 'met' : '**not met**'), $detail);
+}
+for my $t ([B => 0.99], [C => 0.97], [D => 0.95], [E => 0.97]) {
+    my ($c, $min) = @$t;
+    my (@parts, @met, @missed);
+    for my $wl (@wls) {
+        my $r = ratio($wl, $c); next unless defined $r;
+        push @{ $r >= $min ? \@met : \@missed }, $wl;
+        push @parts, sprintf("%s %.3f (CPU-based %.3f, %+.2f µs/req)", $wl, $r, cpu_ratio($wl, $c),
+                             $S{$wl}{$c}{cpu} - $S{$wl}{A}{cpu});
+    }
+    target("$c/A ≥ $min (requests/s, medians)", !@missed, join('; ', @parts),
+           @missed && @met ? 'met for ' . join(', ', @met) . '; **not met** for ' . join(', ', @missed) : undef);
+}
+{
+    my @parts; my $ok = 1;
+    for my $c (qw(C D)) {
+        for my $wl (@wls) {
+            my $s = $S{$wl}{$c} or next;
+            next unless defined $s->{spans};
+            my $good = $s->{spans} >= $s->{expected} && !$s->{drop_lines};
+            $ok &&= $good;
+            push @parts, sprintf("%s %s %d/%d%s", $c, $wl, $s->{spans}, $s->{expected},
+                                 $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '');
+        }
+    }
+    target('No span dropped in C and D (received / served × spans per request)', $ok, join('; ', @parts));
+}
+my ($e_first, $e_last, $e_min, $e_max, @e_series);
+{
+    # The E instance lives through every workload: its RSS after each run,
+    # in the order of the runs.
+    my @er = grep { $_->{cfg} eq 'E' } @rows;
+    @e_series = map { $_->{rss_kb} } @er;
+    if (@e_series) {
+        ($e_first, $e_last) = ($e_series[0], $e_series[-1]);
+        $e_min = min(@e_series); $e_max = max(@e_series);
+        my @inrun = map { ($_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : 0) - ($_->{rss_min} =~ /^\d+$/ ? $_->{rss_min} : 0) } @er[1 .. $#er];
+        my $growth = $e_max - $e_first;
+        my ($dq, $dx) = split ' ', ($meta{e_dropped} // '0 0');
+        my $ok = $growth <= 0.02 * $e_first;
+        target('E: RSS flat while the collector is down (after every E run within 2% of the first)', $ok,
+               sprintf("%d runs, %.1f minutes: RSS after the first %.1f MiB, then %.1f–%.1f MiB, last %.1f MiB (%+.1f%% at most); largest rise within a run after the first: %d kB; meanwhile %d spans dropped (queue full) and %d (export failed)",
+                       scalar @e_series, ($meta{elapsed} // 0) / 60, $e_first / 1024, $e_min / 1024, $e_max / 1024, $e_last / 1024,
+                       100 * $growth / $e_first, max(@inrun) // 0, $dq, $dx));
+    }
+}
+{
+    my ($worst) = sort { $b->{cost_med} <=> $a->{cost_med} } @sc64;
+    if ($worst) {
+        my $pct = 100 * $worst->{med} / 1e9 * 100;
+        target('Sampler under 1% of a busy worker at 100 Hz', $pct < 1,
+               sprintf("worst depth (max_depth 64): handler %d ns median, whole signal incl. raise() %d ns → %.3f%% of one CPU at 100 Hz",
+                       $worst->{cost_med}, $worst->{med}, $pct));
+    }
+}
+if (%hang) {
+    target('`nginx -s quit` finishes while the collector hangs (shutdown_timeout 2s + slack ≤ 3.5 s)',
+           $hang{done} eq 'yes' && $hang{secs} <= 3.5,
+           sprintf("%s s (%s); the collector held %s export request(s)", $hang{secs},
+                   $hang{done} eq 'yes' ? 'finished' : 'did NOT finish within 20 s', $hang{held}));
+}
+
+# ---- write -----------------------------------------------------------------------
+my @md;
+sub p { push @md, @_ }
+
+p "# Benchmarks", "",
+  "Measured by `make bench` (`bench/run`) on $meta{date}; everything in this file except the",
+  "Analysis section is rewritten by each run (the analysis is `bench/analysis.md`). Numbers",
+  "from a 2-core VM are noisy: runs are interleaved round by round and reported as medians",
+  "with their spread, and the worker's CPU time per request is given beside requests/s.", "";
+
+p "## Targets", "", "| Target | Result | Numbers |", "| --- | --- | --- |", @targets, "";
+p "Ratios are medians of requests/s of X over A on the same workload. \"CPU-based\" is the",
+  "ratio of the worker's CPU per request (A over X): what throughput would be if the worker",
+  "alone were the bottleneck; it is steadier when wrk shares the machine.", "";
+p "For scale (from the issue, return 200, one worker, `wrk -t1 -c32`): nginx-otel reached",
+  "C/A 0.77 (+2.4 µs of worker CPU per request), 0.86 with its collector down, and did not",
+  "finish `nginx -s quit` while its collector hung.", "";
+
+p "## Machine and versions", "",
+  "| | |", "| --- | --- |",
+  "| CPUs | $meta{nproc} × $meta{cpu} |",
+  "| Memory | $meta{mem} |",
+  "| Kernel | $meta{kernel} |",
+  "| nginx | $meta{nginx} (Debian's `/usr/sbin/nginx`) |",
+  "| wrk | $meta{wrk} |",
+  "| gcc | $meta{gcc} |",
+  "| libcurl | $meta{libcurl} |",
+  "| spanprof | git $meta{git} |",
+  "| Pinning | $meta{pinned} |",
+  "| Apache module | " . ($meta{apache} eq 'present' ? 'build/apache/mod_spanprof.so present (not benchmarked by this script yet)' : 'pending: build/apache/mod_spanprof.so did not exist') . " |", "";
+
+p "## How it was run", "",
+  "```sh",
+  "make bench                      # = bench/run; about 10 minutes",
+  "BENCH_DURATION=2 BENCH_ROUNDS=2 bench/run   # a quick look",
+  "```", "",
+  "`bench/run` builds the module (`make nginx`) and the tools (`make bench-tools`:",
+  "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
+  "- starts five nginx instances, one per configuration, each `worker_processes 1`, with",
+  "  `taskset -c 1 /usr/sbin/nginx -p DIR/ -c DIR/nginx.conf -e DIR/error.log` (master and",
+  "  worker on CPU 1; the exporter thread is in the worker, so it shares that CPU);",
+  "- starts `taskset -c 0 build/bench/receiver --port P` for C and D: an epoll HTTP/1.1",
+  "  server that answers every request `200` with an empty body and counts the spans of",
+  "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
+  "  E's endpoint is a port where nothing listens;",
+  "- for each workload, $meta{rounds} rounds of A B C D E; each run is",
+  "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{warmup}s URL` (warm-up, not counted), then",
+  "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{duration}s URL`;",
+  "- around each measured run it reads `utime+stime` (fields 14, 15 of `/proc/<worker>/stat`,",
+  "  all threads, in $hz Hz ticks) and nginx's `stub_status` request counter; after the run it",
+  "  waits until the receiver's count has been still for 0.5 s, then reads them again and",
+  "  the worker's `VmRSS` (also sampled every 0.5 s during the run). CPU per request =",
+  "  Δ(utime+stime) / requests completed by wrk. Spans expected = requests served by the",
+  "  front server (stub_status) × spans per request (2 for the proxy: SERVER and CLIENT);",
+  "- exporter settings for C, D, E: `interval $meta{interval}; batch_size $meta{batch_size}; batch_count $meta{batch_count};`",
+  "  (a queue of " . ($meta{batch_size} * $meta{batch_count}) . " spans per worker).", "";
+p "The configuration of C (the others differ as described: A has no `load_module` and no",
+  "`otel_*` lines, B has `otel_trace off`, D adds `otel_profiling_rate 100;",
+  "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port):", "",
+  "```nginx", (split /\n/, slurp("$W/nginx-C.conf")), "```", "";
+
+p "## Throughput, CPU and memory", "";
+my $secs = $meta{elapsed} // 0;
+p "$meta{rounds} rounds × $meta{duration} s per configuration and workload, `wrk -t1 -c$meta{conns}`; the interleaved runs took ${secs} s.", "";
+for my $wl (@wls) {
+    p "### $wl: $wdesc{$wl}", "",
+      "| Config | req/s median | (min–max) | ratio vs A | worker CPU µs/req median (min–max) | Δ vs A | of which exporter thread | RSS after run (median; max seen) | spans received / expected | errors |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+    for my $c (@cfgs) {
+        my $s = $S{$wl}{$c} or next;
+        my $r = ratio($wl, $c);
+        p sprintf("| %s: %s | %.0f | (%.0f–%.0f) | %s | %.2f (%.2f–%.2f) | %s | %s | %.1f MiB; %.1f MiB | %s | %d |",
+            $c, $desc{$c}, $s->{rps}, $s->{rmin}, $s->{rmax}, f('%.3f', $r),
+            $s->{cpu}, $s->{cmin}, $s->{cmax},
+            $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $S{$wl}{A}{cpu}),
+            $s->{exp} > 0 ? sprintf('%.2f', $s->{exp}) : '-',
+            $s->{rss} / 1024, $s->{rssmax} / 1024,
+            defined $s->{spans} ? sprintf('%d / %d%s', $s->{spans}, $s->{expected},
+                                          $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '')
+                                : ($c eq 'E' ? 'collector down' : '-'),
+            $s->{errors});
+    }
+    p "";
+}
+if (@e_series) {
+    p "RSS of E's worker after each of its runs, in order (kB): " . join(', ', @e_series) . ".", "";
+}
+p "Every run, as measured (`build/bench/run/results.tsv`):", "",
+  "<details><summary>" . scalar(@rows) . " runs</summary>", "",
+  "| workload | config | round | req/s | requests | CPU µs/req | exporter thread µs/req | RSS kB | spans | expected | errors |",
+  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+for my $r (@rows) {
+    p sprintf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %d | %s | %s | %d |", $r->{workload}, $r->{cfg}, $r->{round},
+              $r->{rps}, $r->{requests}, $r->{cpu_us}, $r->{exp_us}, $r->{rss_kb},
+              $r->{expected} eq '-' ? '-' : $r->{spans}, $r->{expected}, $r->{errors});
+}
+p "", "</details>", "";
+
+p "## Cost of one profiling sample", "",
+  "`build/bench/sample_cost`: the sampler of `common/sampler.c` started as in a worker (thread",
+  "registered, a request record attached), then at the bottom of a recursion of d frames",
+  "`raise(SIGPROF)` is timed 20000 times (CLOCK_MONOTONIC around each call; raise() runs the",
+  "handler before it returns), in blocks of 250 alternating with the same raises into an",
+  "empty handler (the baseline: tgkill + signal delivery + sigreturn). Handler cost =",
+  "sampled − median(baseline). \"frames\" is what the sample recorded (d + raise, the",
+  "measuring function, main and libc's start). `otel_profiling_max_depth` is 64 by default;",
+  "the 256 column shows the cost of unwinding everything.", "",
+  "| depth d | frames (max 256) | handler median / p99 ns (max_depth 256) | frames (max 64) | handler median / p99 ns (max_depth 64) | whole signal median ns (64) | CPU at 100 Hz (64, whole signal) |",
+  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+for my $x (@sc256) {
+    my $y = $sc64{$x->{depth}} || {};
+    p sprintf("| %d | %d | %d / %d | %s | %s / %s | %s | %s |", $x->{depth}, $x->{frames}, $x->{cost_med}, $x->{cost_p99},
+              $y->{frames} // '-', $y->{cost_med} // '-', $y->{cost_p99} // '-', $y->{med} // '-',
+              defined $y->{med} ? sprintf('%.4f%%', 100 * $y->{med} / 1e9 * 100) : '-');
+}
+p "", "Baseline (raise into an empty handler): median " .
+  join(', ', map { "$_->{base_med}" } @sc64) . " ns by depth; the same raises after",
+  "`sp_sampler_stop()` (its own early return): " . join(', ', map { "$_->{stopped_med}" } @sc64) . " ns.", "";
+
+p "## Exporter encoding alone", "",
+  "`build/bench/encode_bench`: 8192 SERVER span records filled as the module fills them for",
+  "`GET /r200` (12 attributes, with a user agent), encoded in batches with the arena reset and",
+  "the output buffer reused per batch, as the exporter thread does; 2 s per case, on CPU 1.", "",
+  "| Encoder | batch | spans/s | ns/span | bytes/span |", "| --- | ---: | ---: | ---: | ---: |";
+for my $e (@enc) {
+    p sprintf("| %s | %d | %.0f | %.0f | %.0f |", $e->{format} eq 'pb' ? 'protobuf (`sp_otlp_traces_encode`)' : 'JSON (`sp_otlp_traces_encode_json`)',
+              $e->{batch}, $e->{spans_per_s}, $e->{ns_per_span}, $e->{bytes_per_span});
+}
+p "";
+
+p "## Collector that accepts and never answers", "",
+  "`perl t/receiver.pl --port P --dir D --script hang --default hang`; nginx as in C (default",
+  "`timeout 10s`, `shutdown_timeout 2s`), 2 s of `wrk -t1 -c$meta{conns}` on `/r200`, then",
+  "`nginx -s quit`, timed until the master process has exited.", "",
+  (%hang ? sprintf("Result: **%s s** (%s); export requests the collector was holding: %s.",
+                   $hang{secs}, $hang{done} eq 'yes' ? 'finished' : 'did NOT finish within 20 s, killed', $hang{held}) : 'not run'), "";
+my $hl = slurp("$W/hang/spanprof-lines.txt");
+if ($hl) { p "Its error log:", "", "```", (map { s/^\S+ \S+ //r } split /\n/, $hl), "```", "" }
+
+p "## Receiver check", "",
+  "Before the runs, C's configuration sends 1 s of `/r200` load to `build/bench/receiver --dump`:",
+  "the receiver counted $verify{count} spans in $verify{requests} export requests, and",
+  "`protoc --decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest` on the same",
+  "bodies found $verify{protoc} (" . (($verify{count} // -1) eq ($verify{protoc} // -2) ? 'equal' : '**different**') . ").",
+  "Receiver totals at the end: C `$meta{recv_c}`; D `$meta{recv_d}`.", "";
+
+my $el = slurp("$W/error-lines.txt");
+if ($el) { p "spanprof lines in the error logs (warn and above, last 5 per instance):", "", "```", (map { s/^(\S+) \S+ \S+ /$1 /r } split /\n/, $el), "```", "" }
+
+my $analysis = slurp("bench/analysis.md");
+p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
+
+open(my $o, '>', $out) or die "$out: $!";
+print $o join("\n", @md), "\n";
+close $o;
+
+# ---- console summary ---------------------------------------------------------------
+for my $wl (@wls) {
+    printf "\n%-7s %-3s %10s %17s %7s %11s %8s %9s %9s %17s\n", $wl, 'cfg', 'req/s', '(min-max)', 'ratio', 'CPU us/req', 'dCPU', 'exporter', 'RSS MiB', 'spans/expected';
+    for my $c (@cfgs) {
+        my $s = $S{$wl}{$c} or next;
+        printf "%-7s %-3s %10.0f %17s %7s %11.2f %8s %9.2f %9.1f %17s\n", '', $c, $s->{rps},
+            sprintf('(%.0f-%.0f)', $s->{rmin}, $s->{rmax}), f('%.3f', ratio($wl, $c)), $s->{cpu},
+            $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $S{$wl}{A}{cpu}), $s->{exp}, $s->{rss} / 1024,
+            defined $s->{spans} ? "$s->{spans}/$s->{expected}" : '-';
+    }
+}
+print "\nTargets:\n";
+for (@targets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
