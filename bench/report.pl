@@ -162,6 +162,122 @@ if (%hang) {
                    $hang{done} eq 'yes' ? 'finished' : 'did NOT finish within 20 s', $hang{held}));
 }
 
+# ---- Apache httpd (bench/run_apache) -------------------------------------------
+# Only when RUN_DIR/apache/results.tsv exists: its own rows, summaries and
+# targets, kept apart from the nginx ones above.
+my $AW = "$W/apache";
+my $apache_run = -f "$AW/results.tsv";
+my (%ameta, @arows, %aS, @awls, @atargets, @ae_series);
+my %adesc = (
+    A => 'no module',
+    B => 'module loaded, `OtelTrace Off`',
+    C => 'tracing, collector answers 200',
+    D => 'C + profiling at 100 Hz',
+    E => 'C, collector down (refused)',
+);
+my %awdesc = (
+    r200   => '`Redirect 200` + `ErrorDocument 200 "ok"` (`GET /r200`)',
+    static => '1 KiB static file (`GET /static/1k.bin`, `EnableSendfile On`)',
+    proxy  => 'proxied to a local backend (`GET /proxy/x`, mod_proxy_http to a second port of the same apache2, pooled keep-alive connections, answered as r200)',
+);
+
+# Rows of a results.tsv (bench/run's columns) -> (rows, {workload}{cfg} => summary).
+sub apache_load {
+    my ($file, $tck) = @_;
+    my (@rs, %byc, %sum);
+    open(my $afh, '<', $file) or die "$file: $!";
+    my $h = <$afh>; chomp $h; my @c = split /\t/, $h;
+    while (<$afh>) {
+        chomp; my %r; @r{@c} = split /\t/;
+        next unless defined $r{requests} && $r{requests} =~ /^\d+$/ && $r{requests} > 0;
+        $r{cpu_us} = $r{ticks} / $tck * 1e6 / $r{requests};
+        $r{exp_us} = ($r{thread_ticks} // 0) / $tck * 1e6 / $r{requests};
+        push @rs, \%r;
+        push @{ $byc{$r{workload}}{$r{cfg}} }, \%r;
+    }
+    close $afh;
+    for my $wl (keys %byc) {
+        for my $c (keys %{ $byc{$wl} }) {
+            my $g = $byc{$wl}{$c};
+            my %s = (
+                rps  => median(map { $_->{rps} } @$g), rmin => min(map { $_->{rps} } @$g), rmax => max(map { $_->{rps} } @$g),
+                cpu  => median(map { $_->{cpu_us} } @$g), cmin => min(map { $_->{cpu_us} } @$g), cmax => max(map { $_->{cpu_us} } @$g),
+                exp  => median(map { $_->{exp_us} } @$g),
+                rss  => median(map { $_->{rss_kb} } @$g),
+                rssmax => max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$g),
+                reqs => sum(map { $_->{requests} } @$g), served => sum(map { $_->{served} } @$g),
+                errors => sum(map { $_->{errors} } @$g), drop_lines => sum(map { $_->{drop_lines} } @$g),
+                n => scalar @$g,
+            );
+            if ($g->[0]{expected} ne '-') {
+                $s{spans} = sum(map { $_->{spans} } @$g);
+                $s{expected} = sum(map { $_->{expected} } @$g);
+            }
+            $sum{$wl}{$c} = \%s;
+        }
+    }
+    return (\@rs, \%sum);
+}
+sub aratio { my ($wl, $c) = @_; return undef unless $aS{$wl}{A} && $aS{$wl}{$c}; return $aS{$wl}{$c}{rps} / $aS{$wl}{A}{rps} }
+sub acpu_ratio { my ($wl, $c) = @_; return undef unless $aS{$wl}{A} && $aS{$wl}{$c}; return $aS{$wl}{A}{cpu} / $aS{$wl}{$c}{cpu} }
+sub atarget {
+    my ($name, $ok, $detail, $result) = @_;
+    push @atargets, sprintf("| %s | %s | %s |", $name, $result // ($ok ? 'met' : '**not met**'), $detail);
+}
+
+if ($apache_run) {
+    %ameta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, slurp("$AW/meta.txt");
+    my ($rs, $sm) = apache_load("$AW/results.tsv", $ameta{clk_tck} || 100);
+    @arows = @$rs; %aS = %$sm;
+    @awls = grep { $aS{$_} } split ' ', ($ameta{workloads} || 'r200 static proxy');
+
+    for my $t ([B => 0.99], [C => 0.97], [D => 0.95], [E => 0.97]) {
+        my ($c, $lim) = @$t;
+        my (@parts, @met, @missed);
+        for my $wl (@awls) {
+            my $r = aratio($wl, $c); next unless defined $r;
+            push @{ $r >= $lim ? \@met : \@missed }, $wl;
+            push @parts, sprintf("%s %.3f (CPU-based %.3f, %+.2f µs/req)", $wl, $r, acpu_ratio($wl, $c),
+                                 $aS{$wl}{$c}{cpu} - $aS{$wl}{A}{cpu});
+        }
+        atarget("$c/A ≥ $lim (requests/s, medians)", !@missed, join('; ', @parts),
+                @missed && @met ? 'met for ' . join(', ', @met) . '; **not met** for ' . join(', ', @missed) : undef);
+    }
+    {
+        my @parts; my $ok = 1;
+        for my $c (qw(C D)) {
+            for my $wl (@awls) {
+                my $s = $aS{$wl}{$c} or next;
+                next unless defined $s->{spans};
+                my $good = $s->{spans} >= $s->{expected} && !$s->{drop_lines};
+                $ok &&= $good;
+                push @parts, sprintf("%s %s %d/%d%s", $c, $wl, $s->{spans}, $s->{expected},
+                                     $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '');
+            }
+        }
+        atarget('No span dropped in C and D (received / served × spans per request)', $ok, join('; ', @parts));
+    }
+    my @er = grep { $_->{cfg} eq 'E' } @arows;
+    @ae_series = map { $_->{rss_kb} } @er;
+    if (@ae_series) {
+        my ($first, $last) = ($ae_series[0], $ae_series[-1]);
+        my ($lo, $hi) = (min(@ae_series), max(@ae_series));
+        my @inrun = map { ($_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : 0) - ($_->{rss_min} =~ /^\d+$/ ? $_->{rss_min} : 0) } @er[1 .. $#er];
+        # httpd itself grows with the workload (mod_proxy's connection
+        # pools, more threads used): A's RSS after the same run is
+        # subtracted, so what is measured is the module's part.
+        my %a_rss = map { ("$_->{workload}/$_->{round}" => $_->{rss_kb}) } grep { $_->{cfg} eq 'A' } @arows;
+        my @diff = map { defined $a_rss{"$_->{workload}/$_->{round}"} ? $_->{rss_kb} - $a_rss{"$_->{workload}/$_->{round}"} : () } @er;
+        my $growth = @diff ? max(@diff) - $diff[0] : $hi - $first;
+        my ($dq, $dx) = split ' ', ($ameta{e_dropped} // '0 0');
+        atarget('E: RSS flat while the collector is down (E minus A after the same run: within 2% of E\'s first RSS throughout)', $growth <= 0.02 * $first,
+                sprintf("%d runs, %.1f minutes: E's RSS after the first %.1f MiB, then %.1f–%.1f MiB, last %.1f MiB; E minus A %.1f MiB after the first, %.1f–%.1f MiB (%+.1f%% of E's first at most); largest rise within a run after the first: %d kB; meanwhile %d spans dropped (queue full) and %d (export failed)",
+                        scalar @ae_series, ($ameta{elapsed} // 0) / 60, $first / 1024, $lo / 1024, $hi / 1024, $last / 1024,
+                        (@diff ? ($diff[0] / 1024, min(@diff) / 1024, max(@diff) / 1024) : (0, 0, 0)),
+                        100 * $growth / $first, max(@inrun) // 0, $dq, $dx));
+    }
+}
+
 # ---- write -----------------------------------------------------------------------
 my @md;
 sub p { push @md, @_ }
@@ -191,12 +307,16 @@ p "## Machine and versions", "",
   "| libcurl | $meta{libcurl} |",
   "| spanprof | git $meta{git} |",
   "| Pinning | $meta{pinned} |",
-  "| Apache module | " . ($meta{apache} eq 'present' ? 'build/apache/mod_spanprof.so present (not benchmarked by this script yet)' : 'pending: build/apache/mod_spanprof.so did not exist') . " |", "";
+  "| Apache module | " . ($apache_run ? 'build/apache/mod_spanprof.so, benchmarked below ([Apache httpd (event MPM)](#apache-httpd-event-mpm))'
+                          : $meta{apache} eq 'present' ? 'build/apache/mod_spanprof.so present (not benchmarked in this run)'
+                          : 'pending: build/apache/mod_spanprof.so did not exist') . " |", "";
 
 p "## How it was run", "",
   "```sh",
-  "make bench                      # = bench/run; about 10 minutes",
+  "make bench                      # = bench/run; about 20 minutes (10 for nginx, 10 for Apache)",
   "BENCH_DURATION=2 BENCH_ROUNDS=2 bench/run   # a quick look",
+  "BENCH_APACHE=0 bench/run        # nginx only",
+  "bench/run_apache                # Apache only (then bench/report.pl RUN_DIR OUT.md)",
   "```", "",
   "`bench/run` builds the module (`make nginx`) and the tools (`make bench-tools`:",
   "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
@@ -217,7 +337,9 @@ p "## How it was run", "",
   "  Δ(utime+stime) / requests completed by wrk. Spans expected = requests served by the",
   "  front server (stub_status) × spans per request (2 for the proxy: SERVER and CLIENT);",
   "- exporter settings for C, D, E: `interval $meta{interval}; batch_size $meta{batch_size}; batch_count $meta{batch_count};`",
-  "  (a queue of " . ($meta{batch_size} * $meta{batch_count}) . " spans per worker).", "";
+  "  (a queue of " . ($meta{batch_size} * $meta{batch_count}) . " spans per worker);",
+  ($apache_run ? "- then runs `bench/run_apache` (unless `BENCH_APACHE=0`): the same five configurations and three workloads against Debian's apache2 (event MPM, one child process); see [Apache httpd (event MPM)](#apache-httpd-event-mpm)."
+               : "- then runs `bench/run_apache` for Apache httpd, unless `BENCH_APACHE=0` (it did not run this time)."), "";
 p "The configuration of C (the others differ as described: A has no `load_module` and no",
   "`otel_*` lines, B has `otel_trace off`, D adds `otel_profiling_rate 100;",
   "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port):", "",
@@ -311,6 +433,95 @@ p "## Receiver check", "",
 my $el = slurp("$W/error-lines.txt");
 if ($el) { p "spanprof lines in the error logs (warn and above, last 5 per instance):", "", "```", (map { s/^(\S+) \S+ \S+ /$1 /r } split /\n/, $el), "```", "" }
 
+# ---- Apache httpd section ----------------------------------------------------------
+if ($apache_run) {
+    my $th = $ameta{threads} // '?';
+    p "## Apache httpd (event MPM)", "",
+      "Measured by `bench/run_apache` (which `bench/run` runs) on $ameta{date}: $ameta{apache2} (Debian's",
+      "`/usr/sbin/apache2`, event MPM) with `build/apache/mod_spanprof.so` (git $ameta{git}), on the",
+      "machine above; $ameta{pinned}. The method is the nginx one; what differs is below.", "";
+    p "### Apache targets", "", "| Target | Result | Numbers |", "| --- | --- | --- |", @atargets, "";
+    p "Ratios are medians of requests/s of X over A on the same workload; \"CPU-based\" is the",
+      "ratio of the child process's CPU per request (A over X).", "";
+
+    p "### How the Apache runs were made", "",
+      "- five apache2 instances, one per configuration, each with ONE child process",
+      "  (`StartServers 1`, `ServerLimit 1`, `ThreadsPerChild $th` = `MaxRequestWorkers`; at",
+      "  least twice the connections, as the proxy workload holds a thread for the front request",
+      "  and one for the backend's), started with",
+      "  `taskset -c 1 /usr/sbin/apache2 -f DIR/httpd.conf -k start` (parent and child on CPU 1; the",
+      "  exporter thread is in the child, so it shares that CPU). Modules: mpm_event, authz_core,",
+      "  alias, mime, status, proxy, proxy_http, and mod_spanprof in B–E; no access log",
+      "  (mod_log_config is not loaded); `KeepAlive On`, `MaxKeepAliveRequests 0`;",
+      "- workloads: **r200** is `Redirect 200 /r200` with `ErrorDocument 200 \"ok\"`: mod_alias",
+      "  answers at translate_name, with a 2-byte body and no filesystem access (httpd's closest",
+      "  to nginx's `return 200`: no handler runs and no file is looked up; the request still",
+      "  enters `<Location /r200>`, so the span is `GET /r200` as with nginx); **static** is a",
+      "  1 KiB file with `EnableSendfile On`; **proxy** is `ProxyPass` in `<Location /proxy/>` to a",
+      "  second port (`<VirtualHost>`) of the same apache2, with `OtelTrace Off` there, answered",
+      "  like r200 over mod_proxy's pooled keep-alive connections;",
+      "- `build/bench/receiver` for C and D on ports of their own; E's endpoint is a closed port;",
+      "- for each workload, $ameta{rounds} rounds of A B C D E; each run is",
+      "  `taskset -c 0 wrk -t1 -c$ameta{conns} -d$ameta{warmup}s URL` (warm-up, not counted), then",
+      "  `taskset -c 0 wrk -t1 -c$ameta{conns} -d$ameta{duration}s URL`;",
+      "- CPU: `utime+stime` of `/proc/<child>/stat` (all the child's threads; the parent's",
+      "  once-a-second maintenance is not counted) / requests completed by wrk; \"of which",
+      "  exporter thread\": `/proc/<child>/task/<tid>/stat` of the exporter thread (the child's",
+      "  first thread after its main one: it is started in `child_init`, before the MPM's);",
+      "- requests served: mod_status's `Total Accesses` (`/status?auto` on the backend port,",
+      "  which is not traced), read before and after each run. httpd counts a request right after",
+      "  its `log_transaction` hooks, where the module queues the span, so it is exact and includes",
+      "  the requests wrk had in flight when it stopped (which wrk does not count). Minus the",
+      "  status request itself; the proxy's count is halved (front and backend requests). It",
+      "  needs `ExtendedStatus On` (the default once mod_status is loaded, as in Debian's stock",
+      "  apache2), which costs every request, in all five configurations, a `times()` call;",
+      "- exporter settings for C, D, E: `OtelExporterInterval $ameta{interval}`, `OtelExporterBatchSize $ameta{batch_size}`,",
+      "  `OtelExporterBatchCount $ameta{batch_count}` (a queue of " . ($ameta{batch_size} * $ameta{batch_count}) . " spans per child); D adds",
+      "  `OtelProfilingRate 100`, `OtelProfilingInterval 10` and `OtelProfiling On`.", "";
+    p "The configuration of C (the others differ as described: A has no `LoadModule spanprof_module`",
+      "and no `Otel*` lines, B has `OtelTrace Off` in the front virtual host, D adds the profiling",
+      "lines, E points at a closed port):", "",
+      "```apache", (split /\n/, slurp("$AW/httpd-C.conf")), "```", "";
+
+    my $asecs = $ameta{elapsed} // 0;
+    p "### Apache throughput, CPU and memory", "",
+      "$ameta{rounds} rounds × $ameta{duration} s per configuration and workload, `wrk -t1 -c$ameta{conns}`; the interleaved runs took ${asecs} s.", "";
+    for my $wl (@awls) {
+        p "#### Apache $wl: $awdesc{$wl}", "",
+          "| Config | req/s median | (min–max) | ratio vs A | child CPU µs/req median (min–max) | Δ vs A | of which exporter thread | RSS after run (median; max seen) | spans received / expected | errors |",
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+        for my $c (@cfgs) {
+            my $s = $aS{$wl}{$c} or next;
+            p sprintf("| %s: %s | %.0f | (%.0f–%.0f) | %s | %.2f (%.2f–%.2f) | %s | %s | %.1f MiB; %.1f MiB | %s | %d |",
+                $c, $adesc{$c}, $s->{rps}, $s->{rmin}, $s->{rmax}, f('%.3f', aratio($wl, $c)),
+                $s->{cpu}, $s->{cmin}, $s->{cmax},
+                $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $aS{$wl}{A}{cpu}),
+                $s->{exp} > 0 ? sprintf('%.2f', $s->{exp}) : '-',
+                $s->{rss} / 1024, $s->{rssmax} / 1024,
+                defined $s->{spans} ? sprintf('%d / %d%s', $s->{spans}, $s->{expected},
+                                              $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '')
+                                    : ($c eq 'E' ? 'collector down' : '-'),
+                $s->{errors});
+        }
+        p "";
+    }
+    p "RSS of E's child after each of its runs, in order (kB): " . join(', ', @ae_series) . "; of A's: " .
+      join(', ', map { $_->{rss_kb} } grep { $_->{cfg} eq 'A' } @arows) . ".", "" if @ae_series;
+    p "Every run, as measured (`build/bench/run/apache/results.tsv`):", "",
+      "<details><summary>" . scalar(@arows) . " runs</summary>", "",
+      "| workload | config | round | req/s | requests | served | CPU µs/req | exporter thread µs/req | RSS kB | spans | expected | errors |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+    for my $r (@arows) {
+        p sprintf("| %s | %s | %d | %.0f | %d | %d | %.2f | %.2f | %d | %s | %s | %d |", $r->{workload}, $r->{cfg}, $r->{round},
+                  $r->{rps}, $r->{requests}, $r->{served}, $r->{cpu_us}, $r->{exp_us}, $r->{rss_kb},
+                  $r->{expected} eq '-' ? '-' : $r->{spans}, $r->{expected}, $r->{errors});
+    }
+    p "", "</details>", "";
+    p "Receiver totals at the end: C `$ameta{recv_c}`; D `$ameta{recv_d}`.", "";
+    my $ael = slurp("$AW/error-lines.txt");
+    if ($ael) { p "spanprof lines in the Apache error logs (warn and above, and the exporter's summary at exit; last 5 per instance):", "", "```", (map { s/^(\S+) \[[^\]]*\] /$1 /r } split /\n/, $ael), "```", "" }
+}
+
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 
@@ -331,3 +542,20 @@ for my $wl (@wls) {
 }
 print "\nTargets:\n";
 for (@targets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
+
+# ---- console summary: Apache ---------------------------------------------------------
+if ($apache_run) {
+    print "\nApache httpd (event MPM), child process:\n";
+    for my $wl (@awls) {
+        printf "\n%-7s %-3s %10s %17s %7s %11s %8s %9s %9s %17s\n", $wl, 'cfg', 'req/s', '(min-max)', 'ratio', 'CPU us/req', 'dCPU', 'exporter', 'RSS MiB', 'spans/expected';
+        for my $c (@cfgs) {
+            my $s = $aS{$wl}{$c} or next;
+            printf "%-7s %-3s %10.0f %17s %7s %11.2f %8s %9.2f %9.1f %17s\n", '', $c, $s->{rps},
+                sprintf('(%.0f-%.0f)', $s->{rmin}, $s->{rmax}), f('%.3f', aratio($wl, $c)), $s->{cpu},
+                $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $aS{$wl}{A}{cpu}), $s->{exp}, $s->{rss} / 1024,
+                defined $s->{spans} ? "$s->{spans}/$s->{expected}" : '-';
+        }
+    }
+    print "\nApache targets:\n";
+    for (@atargets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
+}
