@@ -52,7 +52,7 @@ spanprof_default_name(request_rec *r, apr_size_t *len)
 
 
 #define spanprof_attr_s(s, key, v)                                            \
-    sp_span_attr_str(s, SP_OWNER_SPAN, key, sizeof(key) - 1, v, strlen(v))
+    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, v, strlen(v))
 
 
 static void
@@ -175,7 +175,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
         q = strchr(r->unparsed_uri, '?');
         if (q != NULL) {
-            sp_span_attr_str(s, SP_OWNER_SPAN, "url.path", 8, r->unparsed_uri,
+            sp_span_attr_ostr(s, SP_OWNER_SPAN, "url.path", r->unparsed_uri,
                              q - r->unparsed_uri);
             if (q[1] != '\0') {
                 spanprof_attr_s(s, "url.query", q + 1);
@@ -247,19 +247,19 @@ spanprof_peer_attrs(sp_span_t *s, unsigned owner, spanprof_ctx_t *ctx,
     int i)
 {
     if (ctx->attempts[i].path != NULL) {
-        sp_span_attr_str(s, owner, "server.address", 14,
+        sp_span_attr_ostr(s, owner, "server.address",
                          ctx->attempts[i].path,
                          strlen(ctx->attempts[i].path));
-        sp_span_attr_str(s, owner, "network.transport", 17, "unix", 4);
+        sp_span_attr_ostr(s, owner, "network.transport", "unix", 4);
         return;
     }
     if (ctx->attempts[i].host != NULL) {
-        sp_span_attr_str(s, owner, "server.address", 14,
+        sp_span_attr_ostr(s, owner, "server.address",
                          ctx->attempts[i].host,
                          strlen(ctx->attempts[i].host));
     }
     if (ctx->attempts[i].port > 0) {
-        sp_span_attr_int(s, owner, "server.port", 11, ctx->attempts[i].port);
+        sp_span_attr_oint(s, owner, "server.port", ctx->attempts[i].port);
     }
 }
 
@@ -319,8 +319,8 @@ spanprof_client_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
             }
             spanprof_peer_attrs(s, SP_OWNER_EVENT(ev), ctx, i);
             if (i == last && ctx->peer_answered) {
-                sp_span_attr_int(s, SP_OWNER_EVENT(ev),
-                                 "http.response.status_code", 25,
+                sp_span_attr_oint(s, SP_OWNER_EVENT(ev),
+                                 "http.response.status_code",
                                  ctx->proxy_status);
             } else {
                 sp_http_span_no_answer(s, SP_OWNER_EVENT(ev),

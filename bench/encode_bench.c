@@ -112,7 +112,7 @@ run(const char *format, sp_resource_t *res, sp_span_t **ptrs, size_t batch,
 int
 main(int argc, char **argv)
 {
-    static sp_span_t  spans[NSPANS];
+    static sp_span_buf_t  spans[NSPANS];
     static sp_span_t *ptrs[NSPANS];
     sp_resource_t     res;
     double            seconds = 2.0;
@@ -132,8 +132,8 @@ main(int argc, char **argv)
         return 1;
     }
     for (i = 0; i < NSPANS; i++) {
-        fill_server_span(&spans[i], i);
-        ptrs[i] = &spans[i];
+        fill_server_span(sp_span_buf_init(&spans[i]), i);
+        ptrs[i] = &spans[i].span;
     }
 
     run("pb", &res, ptrs, 512, seconds);

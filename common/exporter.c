@@ -638,10 +638,23 @@ nomem:
     return NULL;
 }
 
+/* Each thread builds its spans here, hot in its cache, before one compact
+ * copy goes into the queue. Touched only from request code, never from a
+ * signal handler. */
+static _Thread_local sp_span_buf_t  span_scratch;
+static _Thread_local sp_span_t     *span_scratch_ready;
+
 sp_span_t *
 sp_exporter_span_begin(sp_exporter_t *e)
 {
-    return sp_span_queue_reserve(e->queue);
+    /* A span that would not fit is not built at all (counted as a drop). */
+    if (!sp_span_queue_has_room(e->queue)) {
+        return NULL;
+    }
+    if (span_scratch_ready == NULL) {
+        span_scratch_ready = sp_span_buf_init(&span_scratch);
+    }
+    return span_scratch_ready;
 }
 
 void
@@ -650,7 +663,7 @@ sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
     static const uint64_t  one = 1;
 
     /* Wake the thread once per full batch, not per span. */
-    if (sp_span_queue_commit(e->queue, span) == e->conf.batch_size) {
+    if (sp_span_queue_push(e->queue, span) == e->conf.batch_size) {
         if (write(e->wake_fd, &one, sizeof(one)) < 0) {
             /* EAGAIN: the counter is saturated, the thread is awake. */
         }

@@ -63,12 +63,15 @@ typedef struct {
 /* Checks an endpoint URL; NULL when fine, else a static reason. */
 const char *sp_exporter_endpoint_error(const char *endpoint);
 
-/* Allocates the queue (batch_size * batch_count slots) and starts the
+/* Allocates the queue (room for about batch_size * batch_count spans,
+ * SP_SPAN_QUEUE_BYTES_PER_SPAN bytes each: 2 MiB by default) and starts the
  * thread. NULL with err filled on failure. Call in each worker after fork. */
 sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
     size_t errlen);
 
-/* Worker side: a slot to fill, NULL when the queue is full (counted). */
+/* Worker side: the calling thread's span to build (sp_span_init, then
+ * attributes), NULL when the queue is full (counted); span_end copies it
+ * into the queue. One span per thread at a time. */
 sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);
 void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
 

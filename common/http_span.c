@@ -89,10 +89,10 @@ sp_http_span_no_answer(sp_span_t *s, unsigned owner, int status)
         sp_span_set_status(s, SP_STATUS_ERROR, NULL, 0);
     }
     if (status == 504) {
-        sp_span_attr_str(s, owner, "error.type", 10, timeout,
+        sp_span_attr_ostr(s, owner, "error.type", timeout,
                          sizeof(timeout) - 1);
     } else {
-        sp_span_attr_str(s, owner, "error.type", 10, failed,
+        sp_span_attr_ostr(s, owner, "error.type", failed,
                          sizeof(failed) - 1);
     }
 }

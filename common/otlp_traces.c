@@ -21,7 +21,7 @@ typedef Opentelemetry__Proto__Trace__V1__Status         pb_status_t;
 static sp_pb_kv_t *
 attr_to_kv(sp_arena_t *a, const sp_span_t *s, const sp_attr_t *at)
 {
-    const char  *k = sp_span_str(s, at->key_off);
+    const char  *k = sp_attr_key(s, at);
 
     switch (at->type) {
     case SP_ATTR_INT:

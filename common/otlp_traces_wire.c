@@ -2,7 +2,7 @@
  * ExportTraceServiceRequest written straight from the span records to the
  * protobuf wire format: no message tree, no copies of the strings. This is
  * the exporter thread's hot loop (it runs on the worker's core), so it
- * measures each span once and then writes it. Field numbers are those of
+ * writes each span in one pass. Field numbers are those of
  * proto/opentelemetry/proto/trace/v1/trace.proto and common/v1/common.proto;
  * the tests decode what it writes with protoc.
  */
@@ -87,24 +87,19 @@ any_size(const sp_attr_t *a)
 }
 
 static size_t
-kv_size(const sp_attr_t *a)
-{
-    return lsize(a->key_len) + lsize(any_size(a));
-}
-
-static size_t
 attrs_size(const sp_span_t *s, unsigned owner)
 {
     size_t  i, n = 0;
 
     for (i = 0; i < s->nattrs; i++) {
         if (s->attrs[i].owner == owner) {
-            n += lsize(kv_size(&s->attrs[i]));
+            n += lsize(lsize(s->attrs[i].key_len) + lsize(any_size(&s->attrs[i])));
         }
     }
     return n;
 }
 
+/* Events are rare (one per retried upstream attempt): measured first. */
 static size_t
 event_size(const sp_span_t *s, unsigned i)
 {
@@ -126,37 +121,18 @@ status_size(const sp_span_t *s)
            + (s->status_code ? 2 : 0);
 }
 
+/* An upper bound of a span's encoded size, its tag and length included:
+ * every string once, plus at most 24 bytes of tags, lengths and numbers
+ * per attribute or event and 128 for the fixed fields. */
 static size_t
-span_size(const sp_span_t *s)
+span_bound(const sp_span_t *s)
 {
-    size_t    n;
-    unsigned  i;
+    size_t  i, n = 128 + s->arena_used + 24 * (s->nattrs + s->nevents);
 
-    n = lsize(SP_TRACE_ID_LEN) + lsize(SP_SPAN_ID_LEN) + 9 + 9 + 6
-        + attrs_size(s, SP_OWNER_SPAN);
-    if (s->tracestate_len) {
-        n += lsize(s->tracestate_len);
-    }
-    if (s->has_parent) {
-        n += lsize(SP_SPAN_ID_LEN);
-    }
-    if (s->name_len) {
-        n += lsize(s->name_len);
-    }
-    if (s->kind) {
-        n += 2;
-    }
-    if (s->dropped_attrs) {
-        n += 1 + vsize(s->dropped_attrs);
-    }
-    for (i = 0; i < s->nevents; i++) {
-        n += lsize(event_size(s, i));
-    }
-    if (s->dropped_events) {
-        n += 1 + vsize(s->dropped_events);
-    }
-    if (s->status_code || s->status_msg_len) {
-        n += lsize(status_size(s));
+    for (i = 0; i < s->nattrs; i++) {
+        if (s->attrs[i].key != NULL) {
+            n += s->attrs[i].key_len;
+        }
     }
     return n;
 }
@@ -176,8 +152,8 @@ put_attrs(uint8_t *p, const sp_span_t *s, unsigned owner, unsigned tag)
         }
         any = any_size(a);
         *p++ = (uint8_t) tag;
-        p = put_varint(p, kv_size(a));
-        p = put_len(p, TAG(1, WT_LEN), s->arena + a->key_off, a->key_len);
+        p = put_varint(p, lsize(a->key_len) + lsize(any));
+        p = put_len(p, TAG(1, WT_LEN), sp_attr_key(s, a), a->key_len);
         *p++ = TAG(2, WT_LEN);
         p = put_varint(p, any);
         switch (a->type) {
@@ -267,14 +243,21 @@ put_span(uint8_t *p, const sp_span_t *s)
     return p + 4;
 }
 
+/* Writes a length-delimited message whose length is known only after it is
+ * written: the body goes LEN_ROOM bytes after the tag, then moves back to
+ * sit right after its (minimal) length varint. One pass over the span, and
+ * a memmove of a few hundred bytes, instead of measuring every field first. */
+#define LEN_ROOM  3             /* lengths < 2 MiB: a span is a few KiB */
+
 int
 sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
     sp_span_t *const *spans, size_t n, sp_buf_t *out)
 {
     Opentelemetry__Proto__Resource__V1__Resource  *r;
     Opentelemetry__Proto__Common__V1__InstrumentationScope  *scope;
-    size_t     i, res_len, scope_len, spans_len, ss_len, rs_len, total;
-    uint8_t   *p, *start;
+    size_t     i, res_len, scope_len, head_len, spans_len, ss_len, rs_len;
+    size_t     len, base;
+    uint8_t   *p, *body, *q, head[32];
 
     /* The resource and scope are a few dozen bytes a batch: protobuf-c. */
     r = sp_otlp_resource(a, res);
@@ -285,35 +268,59 @@ sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
     res_len = protobuf_c_message_get_packed_size(&r->base);
     scope_len = protobuf_c_message_get_packed_size(&scope->base);
 
-    spans_len = 0;
-    for (i = 0; i < n; i++) {
-        spans_len += lsize(span_size(spans[i]));
-    }
-    ss_len = lsize(scope_len) + spans_len;
-    rs_len = lsize(res_len) + lsize(ss_len);
-    total = lsize(rs_len);
-
-    if (sp_buf_reserve(out, total) != 0) {
+    /* The spans first, leaving room for the headers in front of them,
+     * whose lengths depend on the spans. */
+    head_len = 3 * (1 + 10) + lsize(res_len) + 1 + 10;
+    base = out->len;
+    if (sp_buf_reserve(out, head_len + res_len + scope_len) != 0) {
         return -1;
     }
-    start = p = out->data + out->len;
-
-    *p++ = TAG(1, WT_LEN);              /* resource_spans */
-    p = put_varint(p, rs_len);
-    *p++ = TAG(1, WT_LEN);              /* .resource */
-    p = put_varint(p, res_len);
-    p += protobuf_c_message_pack(&r->base, p);
-    *p++ = TAG(2, WT_LEN);              /* .scope_spans */
-    p = put_varint(p, ss_len);
-    *p++ = TAG(1, WT_LEN);              /* ..scope */
-    p = put_varint(p, scope_len);
-    p += protobuf_c_message_pack(&scope->base, p);
+    out->len += head_len + res_len + scope_len;
+    spans_len = 0;
     for (i = 0; i < n; i++) {
-        *p++ = TAG(2, WT_LEN);          /* ..spans */
-        p = put_varint(p, span_size(spans[i]));
-        p = put_span(p, spans[i]);
+        if (sp_buf_reserve(out, span_bound(spans[i])) != 0) {
+            out->len = base;
+            return -1;
+        }
+        p = out->data + out->len;
+        *p++ = TAG(2, WT_LEN);          /* ScopeSpans.spans */
+        body = p + LEN_ROOM;
+        len = (size_t) (put_span(body, spans[i]) - body);
+        q = put_varint(p, len);
+        if (q != body) {
+            memmove(q, body, len);
+        }
+        spans_len += (size_t) (q + len - (out->data + out->len));
+        out->len += (size_t) (q + len - (out->data + out->len));
     }
 
-    out->len += (size_t) (p - start);
-    return (size_t) (p - start) == total ? 0 : -1;
+    /* ExportTraceServiceRequest.resource_spans { resource, scope_spans {
+     * scope, spans... } }, written into head[] and the resource and scope
+     * packed after it, then moved to sit right before the spans. */
+    ss_len = lsize(scope_len) + spans_len;
+    rs_len = lsize(res_len) + lsize(ss_len);
+    q = head;
+    *q++ = TAG(1, WT_LEN);              /* resource_spans */
+    q = put_varint(q, rs_len);
+    *q++ = TAG(1, WT_LEN);              /* .resource */
+    q = put_varint(q, res_len);
+    len = (size_t) (q - head);
+    p = out->data + base;
+    memcpy(p, head, len);
+    p += len;
+    p += protobuf_c_message_pack(&r->base, p);
+    q = head;
+    *q++ = TAG(2, WT_LEN);              /* .scope_spans */
+    q = put_varint(q, ss_len);
+    *q++ = TAG(1, WT_LEN);              /* ..scope */
+    q = put_varint(q, scope_len);
+    memcpy(p, head, (size_t) (q - head));
+    p += q - head;
+    p += protobuf_c_message_pack(&scope->base, p);
+    body = out->data + base + head_len + res_len + scope_len;
+    if (p != body) {
+        memmove(p, body, spans_len);
+    }
+    out->len = (size_t) (p - out->data) + spans_len;
+    return out->len - base == lsize(rs_len) ? 0 : -1;
 }

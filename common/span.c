@@ -25,8 +25,9 @@ sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
     const uint8_t span_id[8], const uint8_t *parent_span_id,
     int parent_is_remote, uint8_t trace_flags, uint64_t start_ns)
 {
-    /* Only the header is cleared: attrs/events/arena are bounded by counts. */
-    memset(s, 0, offsetof(sp_span_t, attrs));
+    /* Only the header is cleared (not the storage pointers): the arrays are
+     * bounded by the counts. */
+    memset(s->trace_id, 0, sizeof(*s) - offsetof(sp_span_t, trace_id));
     memcpy(s->trace_id, trace_id, SP_TRACE_ID_LEN);
     memcpy(s->span_id, span_id, SP_SPAN_ID_LEN);
     if (parent_span_id != NULL) {
@@ -90,12 +91,14 @@ count_drop(sp_span_t *s, unsigned owner)
     }
 }
 
-/* Reserves an attribute entry and stores its key. */
+/* Reserves an attribute entry and stores its key: a pointer to a static
+ * key, a copy in the arena otherwise. */
 static sp_attr_t *
-attr_new(sp_span_t *s, unsigned owner, const char *key, size_t klen)
+attr_new(sp_span_t *s, unsigned owner, const char *key, size_t klen,
+    int is_static)
 {
     sp_attr_t  *a;
-    int         off;
+    int         off = 0;
     size_t      n = klen;
 
     if (s->nattrs == SP_SPAN_MAX_ATTRS || klen > SP_SPAN_MAX_VALUE
@@ -104,12 +107,15 @@ attr_new(sp_span_t *s, unsigned owner, const char *key, size_t klen)
         count_drop(s, owner);
         return NULL;
     }
-    off = arena_put(s, key, &n);
-    if (off < 0) {
-        count_drop(s, owner);
-        return NULL;
+    if (!is_static) {
+        off = arena_put(s, key, &n);
+        if (off < 0) {
+            count_drop(s, owner);
+            return NULL;
+        }
     }
     a = &s->attrs[s->nattrs++];
+    a->key = is_static ? key : NULL;
     a->key_off = (uint16_t) off;
     a->key_len = (uint16_t) klen;
     a->owner = (uint8_t) owner;
@@ -118,15 +124,15 @@ attr_new(sp_span_t *s, unsigned owner, const char *key, size_t klen)
     return a;
 }
 
-int
-sp_span_attr_str(sp_span_t *s, unsigned owner, const char *key, size_t klen,
-    const char *val, size_t vlen)
+static int
+attr_str(sp_span_t *s, unsigned owner, const char *key, size_t klen,
+    int is_static, const char *val, size_t vlen)
 {
     sp_attr_t  *a;
     uint16_t    used = s->arena_used;
     int         off;
 
-    a = attr_new(s, owner, key, klen);
+    a = attr_new(s, owner, key, klen, is_static);
     if (a == NULL) {
         return -1;
     }
@@ -148,10 +154,24 @@ sp_span_attr_str(sp_span_t *s, unsigned owner, const char *key, size_t klen,
 }
 
 int
-sp_span_attr_int(sp_span_t *s, unsigned owner, const char *key, size_t klen,
-    int64_t val)
+sp_span_attr_str(sp_span_t *s, unsigned owner, const char *key, size_t klen,
+    const char *val, size_t vlen)
 {
-    sp_attr_t  *a = attr_new(s, owner, key, klen);
+    return attr_str(s, owner, key, klen, 0, val, vlen);
+}
+
+int
+sp_span_attr_str_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    return attr_str(s, owner, key, klen, 1, val, vlen);
+}
+
+static int
+attr_int(sp_span_t *s, unsigned owner, const char *key, size_t klen,
+    int is_static, int64_t val)
+{
+    sp_attr_t  *a = attr_new(s, owner, key, klen, is_static);
 
     if (a == NULL) {
         return -1;
@@ -162,10 +182,24 @@ sp_span_attr_int(sp_span_t *s, unsigned owner, const char *key, size_t klen,
 }
 
 int
+sp_span_attr_int(sp_span_t *s, unsigned owner, const char *key, size_t klen,
+    int64_t val)
+{
+    return attr_int(s, owner, key, klen, 0, val);
+}
+
+int
+sp_span_attr_int_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, int64_t val)
+{
+    return attr_int(s, owner, key, klen, 1, val);
+}
+
+int
 sp_span_attr_bool(sp_span_t *s, unsigned owner, const char *key, size_t klen,
     int val)
 {
-    sp_attr_t  *a = attr_new(s, owner, key, klen);
+    sp_attr_t  *a = attr_new(s, owner, key, klen, 0);
 
     if (a == NULL) {
         return -1;
@@ -179,7 +213,7 @@ int
 sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, double val)
 {
-    sp_attr_t  *a = attr_new(s, owner, key, klen);
+    sp_attr_t  *a = attr_new(s, owner, key, klen, 0);
 
     if (a == NULL) {
         return -1;
@@ -200,7 +234,7 @@ sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
     for (i = 0; i < s->nattrs; i++) {
         a = &s->attrs[i];
         if (a->owner != SP_OWNER_SPAN || a->key_len != klen
-            || memcmp(s->arena + a->key_off, key, klen) != 0)
+            || memcmp(sp_attr_key(s, a), key, klen) != 0)
         {
             continue;
         }
@@ -245,4 +279,46 @@ sp_span_add_event(sp_span_t *s, const char *name, size_t len,
     ev->name_len = (uint16_t) len;
     s->dropped_event_attrs[s->nevents] = 0;
     return s->nevents++;
+}
+
+sp_span_t *
+sp_span_buf_init(sp_span_buf_t *b)
+{
+    memset(&b->span, 0, sizeof(b->span));
+    b->span.attrs = b->attrs;
+    b->span.events = b->events;
+    b->span.arena = b->arena;
+    return &b->span;
+}
+
+#define ALIGN8(n)  (((n) + 7) & ~(size_t) 7)
+
+_Static_assert(sizeof(sp_span_t) % 8 == 0 && sizeof(sp_attr_t) % 8 == 0
+               && sizeof(sp_event_t) % 8 == 0,
+               "record parts keep 8-byte alignment");
+
+size_t
+sp_span_record_size(const sp_span_t *s)
+{
+    return sizeof(sp_span_t) + s->nattrs * sizeof(sp_attr_t)
+           + s->nevents * sizeof(sp_event_t) + ALIGN8(s->arena_used);
+}
+
+sp_span_t *
+sp_span_record_write(void *dst, const sp_span_t *s)
+{
+    sp_span_t  *r = dst;
+    char       *p = (char *) dst + sizeof(sp_span_t);
+
+    /* sizeof(sp_span_t), sp_attr_t and sp_event_t are multiples of 8. */
+    *r = *s;
+    r->attrs = (sp_attr_t *) (void *) p;
+    memcpy(p, s->attrs, s->nattrs * sizeof(sp_attr_t));
+    p += s->nattrs * sizeof(sp_attr_t);
+    r->events = (sp_event_t *) (void *) p;
+    memcpy(p, s->events, s->nevents * sizeof(sp_event_t));
+    p += s->nevents * sizeof(sp_event_t);
+    r->arena = p;
+    memcpy(p, s->arena, s->arena_used);
+    return r;
 }

@@ -6,10 +6,12 @@
 
 #include "ids.h"
 
-/* A finished span as the worker hands it to the exporter: one fixed-size
- * record with its strings in an inline arena, so a span lives in a
- * preallocated queue slot and costs no heap allocation. The exporter thread
- * turns it into OTLP later. What does not fit is dropped and counted
+/* A finished span as the worker hands it to the exporter. The worker builds
+ * it in a per-thread sp_span_buf_t (fixed arrays, strings in an inline
+ * arena: no heap allocation, always hot in cache), and the exporter copies
+ * only the used part into its queue as one compact record (see
+ * sp_span_record_*), whose attrs/events/arena pointers then point into the
+ * record itself. The exporter thread turns it into OTLP later. What does not fit is dropped and counted
  * (dropped_attributes_count / dropped_events_count); a string value longer
  * than SP_SPAN_MAX_VALUE is truncated. */
 
@@ -29,6 +31,9 @@ enum { SP_ATTR_STRING = 0, SP_ATTR_INT = 1, SP_ATTR_BOOL = 2,
 #define SP_OWNER_EVENT(i)  ((i) + 1)
 
 typedef struct {
+    /* The key: a string literal of the module (it outlives every span), or
+     * NULL when the key was copied into the arena at key_off. */
+    const char  *key;
     uint16_t  key_off;
     uint16_t  key_len;
     uint16_t  str_off;
@@ -49,6 +54,11 @@ typedef struct {
 } sp_event_t;
 
 typedef struct {
+    /* Storage: the arrays of an sp_span_buf_t, or of a queued record. */
+    sp_attr_t   *attrs;
+    sp_event_t  *events;
+    char        *arena;
+
     uint8_t     trace_id[SP_TRACE_ID_LEN];
     uint8_t     span_id[SP_SPAN_ID_LEN];
     uint8_t     parent_span_id[SP_SPAN_ID_LEN];
@@ -70,11 +80,26 @@ typedef struct {
     uint16_t    dropped_attrs;
     uint16_t    dropped_events;
     uint16_t    dropped_event_attrs[SP_SPAN_MAX_EVENTS];
+} sp_span_t;
 
+/* Room to build one span in. */
+typedef struct {
+    sp_span_t   span;
     sp_attr_t   attrs[SP_SPAN_MAX_ATTRS];
     sp_event_t  events[SP_SPAN_MAX_EVENTS];
     char        arena[SP_SPAN_ARENA];
-} sp_span_t;
+} sp_span_buf_t;
+
+/* Points the span at the buffer's arrays; returns it (still to be
+ * sp_span_init'ed). */
+sp_span_t *sp_span_buf_init(sp_span_buf_t *b);
+
+/* The compact copy of a built span: header, used attributes, used events,
+ * used arena bytes, 8-byte aligned. sp_span_record_write() fills dst (of
+ * sp_span_record_size() bytes, 8-byte aligned) and points the copy's arrays
+ * into it, so the record is itself a valid sp_span_t. */
+size_t sp_span_record_size(const sp_span_t *s);
+sp_span_t *sp_span_record_write(void *dst, const sp_span_t *s);
 
 /* Resets the record and sets its identity; parent may be NULL (root span). */
 void sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
@@ -96,6 +121,13 @@ int sp_span_attr_bool(sp_span_t *s, unsigned owner, const char *key,
 int sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, double val);
 
+/* The same with a key that is a string literal (not copied: the record
+ * keeps a pointer to it). */
+int sp_span_attr_str_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, const char *val, size_t vlen);
+int sp_span_attr_int_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, int64_t val);
+
 /* A span attribute that replaces an earlier one with the same key (the
  * user's attributes override the module's). */
 int sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
@@ -111,10 +143,19 @@ static inline const char *sp_span_str(const sp_span_t *s, uint16_t off)
     return s->arena + off;
 }
 
-/* Literal-key convenience for the glue. */
+static inline const char *sp_attr_key(const sp_span_t *s, const sp_attr_t *a)
+{
+    return a->key != NULL ? a->key : s->arena + a->key_off;
+}
+
+/* Literal-key convenience for the glue: key must be a string literal. */
+#define sp_span_attr_ostr(s, owner, key, val, vlen) \
+    sp_span_attr_str_static(s, owner, "" key, sizeof(key) - 1, val, vlen)
+#define sp_span_attr_oint(s, owner, key, val) \
+    sp_span_attr_int_static(s, owner, "" key, sizeof(key) - 1, val)
 #define sp_span_attr_cstr(s, key, val, vlen) \
-    sp_span_attr_str(s, SP_OWNER_SPAN, key, sizeof(key) - 1, val, vlen)
+    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, val, vlen)
 #define sp_span_attr_cint(s, key, val) \
-    sp_span_attr_int(s, SP_OWNER_SPAN, key, sizeof(key) - 1, val)
+    sp_span_attr_oint(s, SP_OWNER_SPAN, key, val)
 
 #endif

@@ -1,23 +1,28 @@
 #include <stdlib.h>
 
-#include "slot_ring.h"
+#include "record_ring.h"
 #include "span_queue.h"
 
-/* The span queue is a slot ring whose slots are span records. */
+/* The span queue is a record ring whose records are compact spans. */
 
 struct sp_span_queue {
-    sp_slot_ring_t  ring;
+    sp_record_ring_t  ring;
+    /* Counted here too: a span refused by sp_span_queue_has_room(). */
+    _Atomic uint64_t  refused;
 };
 
 sp_span_queue_t *
-sp_span_queue_create(size_t capacity)
+sp_span_queue_create(size_t spans)
 {
     sp_span_queue_t  *q = aligned_alloc(64, sizeof(*q));
 
     if (q == NULL) {
         return NULL;
     }
-    if (sp_slot_ring_init(&q->ring, capacity, sizeof(sp_span_t)) != 0) {
+    atomic_init(&q->refused, 0);
+    if (sp_record_ring_init(&q->ring, spans * SP_SPAN_QUEUE_BYTES_PER_SPAN)
+        != 0)
+    {
         free(q);
         return NULL;
     }
@@ -28,49 +33,62 @@ void
 sp_span_queue_destroy(sp_span_queue_t *q)
 {
     if (q != NULL) {
-        sp_slot_ring_free(&q->ring);
+        sp_record_ring_free(&q->ring);
         free(q);
     }
 }
 
 size_t
-sp_span_queue_capacity(const sp_span_queue_t *q)
+sp_span_queue_bytes(const sp_span_queue_t *q)
 {
-    return sp_slot_ring_capacity(&q->ring);
+    return sp_record_ring_capacity(&q->ring);
 }
 
-sp_span_t *
-sp_span_queue_reserve(sp_span_queue_t *q)
+int
+sp_span_queue_has_room(sp_span_queue_t *q)
 {
-    return sp_slot_ring_reserve(&q->ring);
+    if (sp_record_ring_room(&q->ring) >= SP_SPAN_QUEUE_BYTES_PER_SPAN) {
+        return 1;
+    }
+    atomic_fetch_add_explicit(&q->refused, 1, memory_order_relaxed);
+    return 0;
 }
 
 size_t
-sp_span_queue_commit(sp_span_queue_t *q, sp_span_t *slot)
+sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
 {
-    return sp_slot_ring_commit(&q->ring, slot);
+    void  *rec;
+
+    rec = sp_record_ring_reserve(&q->ring, sp_span_record_size(span));
+    if (rec == NULL) {
+        return 0;
+    }
+    sp_span_record_write(rec, span);
+    return sp_record_ring_commit(&q->ring, rec);
 }
 
 size_t
 sp_span_queue_peek(sp_span_queue_t *q, sp_span_t **out, size_t max)
 {
-    return sp_slot_ring_peek(&q->ring, (void **) out, max);
+    return sp_record_ring_peek(&q->ring, (void **) out, max);
 }
 
 void
 sp_span_queue_release(sp_span_queue_t *q, size_t n)
 {
-    sp_slot_ring_release(&q->ring, n);
+    sp_record_ring_release(&q->ring, n);
 }
 
 size_t
 sp_span_queue_pending(const sp_span_queue_t *q)
 {
-    return sp_slot_ring_pending((sp_slot_ring_t *) &q->ring);
+    return sp_record_ring_pending((sp_record_ring_t *) &q->ring);
 }
 
 uint64_t
 sp_span_queue_dropped(const sp_span_queue_t *q)
 {
-    return sp_slot_ring_dropped((sp_slot_ring_t *) &q->ring);
+    return sp_record_ring_dropped((sp_record_ring_t *) &q->ring)
+           + atomic_load_explicit(&((sp_span_queue_t *) q)->refused,
+                                  memory_order_relaxed);
 }

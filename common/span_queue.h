@@ -7,27 +7,36 @@
 #include "span.h"
 
 /* A bounded, preallocated multi-producer / single-consumer queue of span
- * records (a ring of slots with per-slot sequence numbers). Producers never
- * block, lock or allocate: they reserve a slot, fill it in place, commit it.
- * When every slot is taken the span is dropped and counted. The consumer
- * (the exporter thread) reads committed slots in order and releases them. */
+ * records: a record ring (record_ring.h) holding each span as one compact
+ * record (sp_span_record_write). Producers never block, lock or allocate:
+ * a push copies the span in, or drops and counts it when there is no room.
+ * The consumer (the exporter thread) reads committed spans in order and
+ * releases them. */
+
+/* The bytes a span is budgeted in the queue: a typical server span (15
+ * attributes, a short URL) takes 500 to 800. */
+#define SP_SPAN_QUEUE_BYTES_PER_SPAN  1024
 
 typedef struct sp_span_queue sp_span_queue_t;
 
-/* capacity is rounded up to a power of two; NULL on allocation failure. */
-sp_span_queue_t *sp_span_queue_create(size_t capacity);
+/* Room for about `spans` spans (bytes rounded up to a power of two); NULL
+ * on allocation failure. */
+sp_span_queue_t *sp_span_queue_create(size_t spans);
 void sp_span_queue_destroy(sp_span_queue_t *q);
-size_t sp_span_queue_capacity(const sp_span_queue_t *q);
+size_t sp_span_queue_bytes(const sp_span_queue_t *q);
 
-/* Producer: a slot to fill, or NULL when full (counted as a drop). */
-sp_span_t *sp_span_queue_reserve(sp_span_queue_t *q);
-/* Producer: publishes a reserved slot; returns the number of committed spans
- * waiting (approximate), so the caller can wake the consumer at a batch. */
-size_t sp_span_queue_commit(sp_span_queue_t *q, sp_span_t *slot);
+/* Producer: whether a span of a typical size would fit now (so a caller
+ * can skip building a span that would be dropped). */
+int sp_span_queue_has_room(sp_span_queue_t *q);
+/* Producer: copies the span in. Returns the number of committed spans
+ * waiting (approximate, at least 1), or 0 when the queue is full (counted
+ * as a drop). */
+size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
 
-/* Consumer: up to max committed spans in order, without removing them. */
+/* Consumer: up to max committed spans in order, without removing them;
+ * the next peek continues after them. */
 size_t sp_span_queue_peek(sp_span_queue_t *q, sp_span_t **out, size_t max);
-/* Consumer: frees the first n spans returned by the last peek. */
+/* Consumer: frees the first n spans returned by peek. */
 void sp_span_queue_release(sp_span_queue_t *q, size_t n);
 
 size_t sp_span_queue_pending(const sp_span_queue_t *q);

@@ -15,8 +15,8 @@
 
 
 #define ngx_http_spanprof_attr_str(s, key, v)                                 \
-    sp_span_attr_str(s, SP_OWNER_SPAN, key, sizeof(key) - 1,                  \
-                     (const char *) (v)->data, (v)->len)
+    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, (const char *) (v)->data,         \
+                      (v)->len)
 
 
 static ngx_str_t *ngx_http_spanprof_route(ngx_http_request_t *r);
@@ -161,6 +161,8 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
 {
     u_char                        *q;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
+    char                           name[sizeof("OPTIONS ")
+                                        + SP_SPAN_MAX_VALUE];
     off_t                          sent;
     ngx_str_t                      v, *route, path, query;
     ngx_uint_t                     i;
@@ -188,8 +190,12 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         sp_span_set_name(s, (const char *) v.data, v.len);
 
     } else {
-        ngx_http_spanprof_default_name(r, &v);
-        sp_span_set_name(s, (const char *) v.data, v.len);
+        /* Formatted on the stack: no pool allocation per request. */
+        sp_span_set_name(s, name, sp_http_span_name(name, sizeof(name),
+                                   (const char *) r->method_name.data,
+                                   r->method_name.len,
+                                   route ? (const char *) route->data : NULL,
+                                   route ? route->len : 0));
     }
 
     sp_http_span_method(s, (const char *) r->method_name.data,
@@ -289,9 +295,9 @@ ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
 
     /* "unix:/path": the socket path is the address; there is no port. */
     if (peer->len > 5 && ngx_strncmp(peer->data, "unix:", 5) == 0) {
-        sp_span_attr_str(s, owner, "server.address", 14,
+        sp_span_attr_ostr(s, owner, "server.address",
                          (const char *) peer->data + 5, peer->len - 5);
-        sp_span_attr_str(s, owner, "network.transport", 17, "unix", 4);
+        sp_span_attr_ostr(s, owner, "network.transport", "unix", 4);
         return;
     }
 
@@ -300,7 +306,7 @@ ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
         /* void */
     }
     if (colon == peer->data || *colon != ':' || colon[-1] == ':') {
-        sp_span_attr_str(s, owner, "server.address", 14,
+        sp_span_attr_ostr(s, owner, "server.address",
                          (const char *) peer->data, peer->len);
         return;
     }
@@ -310,11 +316,11 @@ ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
         addr.data++;
         addr.len -= 2;
     }
-    sp_span_attr_str(s, owner, "server.address", 14, (const char *) addr.data,
+    sp_span_attr_ostr(s, owner, "server.address", (const char *) addr.data,
                      addr.len);
     port = ngx_atoi(colon + 1, last - colon - 1);
     if (port > 0) {
-        sp_span_attr_int(s, owner, "server.port", 11, port);
+        sp_span_attr_oint(s, owner, "server.port", port);
     }
 }
 
@@ -392,8 +398,8 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
             }
             ngx_http_spanprof_peer_attrs(s, SP_OWNER_EVENT(ev), st[i].peer);
             if (ngx_http_spanprof_peer_answered(&st[i])) {
-                sp_span_attr_int(s, SP_OWNER_EVENT(ev),
-                                 "http.response.status_code", 25,
+                sp_span_attr_oint(s, SP_OWNER_EVENT(ev),
+                                 "http.response.status_code",
                                  st[i].status);
             } else {
                 sp_http_span_no_answer(s, SP_OWNER_EVENT(ev),

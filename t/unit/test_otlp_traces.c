@@ -58,7 +58,8 @@ fill(sp_span_t *s, int i)
 int
 main(void)
 {
-    sp_span_t     *spans = calloc(3, sizeof(sp_span_t));
+    sp_span_buf_t *bufs = calloc(3, sizeof(sp_span_buf_t));
+    void          *recs[3];
     sp_span_t     *ptrs[3];
     sp_resource_t  res;
     sp_arena_t     a;
@@ -70,9 +71,13 @@ main(void)
     int            fd, i;
 
     sp_resource_init(&res, "test", "wire", "1.0");
+    /* Encoded from the compact queue records, as the exporter does. */
     for (i = 0; i < 3; i++) {
-        fill(&spans[i], i);
-        ptrs[i] = &spans[i];
+        fill(sp_span_buf_init(&bufs[i]), i);
+        recs[i] = aligned_alloc(8, (sp_span_record_size(&bufs[i].span) + 7)
+                                   & ~(size_t) 7);
+        ptrs[i] = sp_span_record_write(recs[i], &bufs[i].span);
+        memset(&bufs[i], 0xa5, sizeof(bufs[i]));   /* the record stands alone */
     }
     sp_arena_init(&a, 0);
     sp_buf_init(&wire);
@@ -128,6 +133,9 @@ main(void)
     sp_buf_free(&json_roundtrip);
     sp_arena_free(&a);
     sp_resource_free(&res);
-    free(spans);
+    for (i = 0; i < 3; i++) {
+        free(recs[i]);
+    }
+    free(bufs);
     return done_testing();
 }

@@ -1,6 +1,8 @@
-/* The span queue under concurrent producers: every committed span reaches
- * the consumer exactly once and in each producer's order; a full queue drops
- * and counts instead of blocking. */
+/* The span queue and the record ring under it: spans of every size go in as
+ * compact records and come out whole, every committed span reaches the
+ * consumer exactly once and in each producer's order (across many wraps of
+ * the ring, with padding records), a full queue drops and counts instead of
+ * blocking, and an uncommitted record holds back the ones after it. */
 
 #include <pthread.h>
 #include <stdint.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "tap.h"
+#include "common/record_ring.h"
 #include "common/span_queue.h"
 
 #define PRODUCERS  4
@@ -15,21 +18,67 @@
 
 static sp_span_queue_t  *q;
 
+/* Span number i of producer id: a size that varies from a few bytes of
+ * strings to over a kilobyte, and content that names both. */
+static void
+build(sp_span_t *s, unsigned id, uint64_t i)
+{
+    static const uint8_t  tid[16] = { 1 }, sid[8] = { 2 };
+    char                  val[1200];
+    size_t                len = (i * 37 + id * 11) % sizeof(val), k;
+
+    sp_span_init(s, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, i);
+    s->kind = (uint8_t) id;
+    for (k = 0; k < len; k++) {
+        val[k] = (char) ('a' + (i + k) % 26);
+    }
+    sp_span_set_name(s, val, len < 100 ? len : 100);
+    sp_span_attr_cint(s, "n", (int64_t) i);
+    if (len > 100) {
+        sp_span_attr_str(s, SP_OWNER_SPAN, "big", 3, val + 100, len - 100);
+    }
+}
+
+/* Whether a span read back is exactly what build() made. */
+static int
+intact(const sp_span_t *s, unsigned id, uint64_t i)
+{
+    sp_span_buf_t  b;
+    sp_span_t     *w = sp_span_buf_init(&b);
+    size_t         k;
+
+    build(w, id, i);
+    if (s->start_ns != i || s->kind != id || s->nattrs != w->nattrs
+        || s->name_len != w->name_len || s->arena_used != w->arena_used
+        || memcmp(s->arena, w->arena, w->arena_used) != 0)
+    {
+        return 0;
+    }
+    for (k = 0; k < w->nattrs; k++) {
+        if (s->attrs[k].key_len != w->attrs[k].key_len
+            || memcmp(sp_attr_key(s, &s->attrs[k]),
+                      sp_attr_key(w, &w->attrs[k]), w->attrs[k].key_len) != 0
+            || s->attrs[k].str_len != w->attrs[k].str_len)
+        {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void *
 producer(void *arg)
 {
-    uintptr_t   id = (uintptr_t) arg;
-    uint64_t    i;
-    sp_span_t  *s;
+    unsigned        id = (unsigned) (uintptr_t) arg;
+    sp_span_buf_t   b;
+    sp_span_t      *s = sp_span_buf_init(&b);
+    uint64_t        i;
 
     for (i = 0; i < PER_THREAD; ) {
-        s = sp_span_queue_reserve(q);
-        if (s == NULL) {
+        build(s, id, i);
+        if (sp_span_queue_push(q, s) == 0) {
             continue;           /* full: the consumer will catch up */
         }
-        s->start_ns = i;
-        s->kind = (uint8_t) id;
-        sp_span_queue_commit(q, s);
         i++;
     }
     return NULL;
@@ -38,55 +87,93 @@ producer(void *arg)
 int
 main(void)
 {
-    pthread_t   th[PRODUCERS];
-    sp_span_t  *out[64];
-    uint64_t    next[PRODUCERS] = { 0 }, got = 0, dropped_before;
-    int         in_order = 1;
-    size_t      n, i;
-    uintptr_t   t;
+    pthread_t         th[PRODUCERS];
+    sp_span_t        *out[64];
+    sp_span_buf_t     b;
+    sp_span_t        *s = sp_span_buf_init(&b);
+    sp_record_ring_t  r;
+    uint64_t          next[PRODUCERS] = { 0 }, got = 0, dropped_before, i;
+    int               in_order = 1, whole = 1;
+    size_t            n, k, pushed;
+    uintptr_t         t;
+    void             *a, *c, *recs[8];
 
-    q = sp_span_queue_create(100);
+    q = sp_span_queue_create(4);
     ok(q != NULL, "queue created");
-    is_int(sp_span_queue_capacity(q), 128, "capacity rounds up to a power of two");
+    is_int(sp_span_queue_bytes(q), 4096, "4 spans of 1 KiB: 4096 bytes");
 
-    /* Fill to the brim: the 129th reservation is a counted drop. */
-    for (i = 0; i < 128; i++) {
-        sp_span_queue_commit(q, sp_span_queue_reserve(q));
+    /* Fill to the brim with small spans: the next push is a counted drop. */
+    for (pushed = 0; ; pushed++) {
+        build(s, 0, pushed * 1200);        /* no value bytes: ~160 bytes */
+        if (sp_span_queue_push(q, s) == 0) {
+            break;
+        }
     }
+    ok(pushed > 4, "small spans: more than the nominal 4 fit (%zu)", pushed);
     dropped_before = sp_span_queue_dropped(q);
-    ok(sp_span_queue_reserve(q) == NULL, "full queue refuses a slot");
-    is_int(sp_span_queue_dropped(q), dropped_before + 1, "and counts the drop");
-    is_int(sp_span_queue_pending(q), 128, "128 pending");
+    ok(sp_span_queue_push(q, s) == 0, "full queue refuses a span");
+    ok(!sp_span_queue_has_room(q), "and says so before one is built");
+    is_int(sp_span_queue_dropped(q), dropped_before + 2, "both counted");
+    is_int(sp_span_queue_pending(q), pushed, "all pending");
+    n = sp_span_queue_peek(q, out, 3);
+    is_int(n, 3, "peek returns at most max");
+    ok(intact(out[0], 0, 0) && intact(out[2], 0, 2400), "records read back whole");
+    sp_span_queue_release(q, 3);
     n = sp_span_queue_peek(q, out, 64);
-    is_int(n, 64, "peek returns at most max");
-    sp_span_queue_release(q, 64);
-    n = sp_span_queue_peek(q, out, 64);
+    is_int(n, pushed - 3, "the rest after release");
     sp_span_queue_release(q, n);
     is_int(sp_span_queue_pending(q), 0, "drained");
+    ok(sp_span_queue_has_room(q), "room again");
+    sp_span_queue_destroy(q);
 
-    /* A reserved but uncommitted slot holds back the consumer, in order. */
-    {
-        sp_span_t *a = sp_span_queue_reserve(q), *b = sp_span_queue_reserve(q);
-        sp_span_queue_commit(q, b);
-        is_int(sp_span_queue_peek(q, out, 64), 0,
-               "nothing readable before the first reserved slot commits");
-        sp_span_queue_commit(q, a);
-        is_int(sp_span_queue_peek(q, out, 64), 2, "both readable after");
-        sp_span_queue_release(q, 2);
+    /* A record too big for half the ring is refused, never wrapped. */
+    sp_record_ring_init(&r, 4096);
+    ok(sp_record_ring_reserve(&r, 2100) == NULL, "oversized record refused");
+    is_int(sp_record_ring_dropped(&r), 1, "and counted");
+
+    /* An uncommitted record holds back the consumer, in order. */
+    a = sp_record_ring_reserve(&r, 100);
+    c = sp_record_ring_reserve(&r, 100);
+    sp_record_ring_commit(&r, c);
+    is_int(sp_record_ring_peek(&r, recs, 8), 0,
+           "nothing readable before the first reserved record commits");
+    sp_record_ring_commit(&r, a);
+    is_int(sp_record_ring_peek(&r, recs, 8), 2, "both readable after");
+    ok(recs[0] == a && recs[1] == c, "in reservation order");
+    sp_record_ring_release(&r, 2);
+
+    /* Wrapping: a record that does not fit the end goes to the start,
+     * behind a padding record the consumer skips. */
+    for (i = 0; i < 200; i++) {
+        a = sp_record_ring_reserve(&r, 24 + (i * 56) % 1500);
+        ok(a != NULL && ((uintptr_t) a & 7) == 0, "record %d: 8-byte aligned",
+           (int) i);
+        memset(a, (int) i, 24);
+        sp_record_ring_commit(&r, a);
+        n = sp_record_ring_peek(&r, recs, 8);
+        is_int(n, 1, "record %d: one record back, padding skipped", (int) i);
+        ok(n == 1 && recs[0] == a && ((unsigned char *) a)[23] == (i & 0xff),
+           "record %d: the same bytes", (int) i);
+        sp_record_ring_release(&r, n);
     }
+    is_int(sp_record_ring_pending(&r), 0, "ring empty after the wraps");
+    sp_record_ring_free(&r);
 
+    /* Concurrent producers of every size, across many wraps. */
+    q = sp_span_queue_create(64);
     for (t = 0; t < PRODUCERS; t++) {
         pthread_create(&th[t], NULL, producer, (void *) t);
     }
     while (got < (uint64_t) PRODUCERS * PER_THREAD) {
         n = sp_span_queue_peek(q, out, 64);
-        for (i = 0; i < n; i++) {
-            if (out[i]->kind >= PRODUCERS
-                || out[i]->start_ns != next[out[i]->kind])
+        for (k = 0; k < n; k++) {
+            if (out[k]->kind >= PRODUCERS
+                || out[k]->start_ns != next[out[k]->kind])
             {
                 in_order = 0;
             } else {
-                next[out[i]->kind]++;
+                whole &= intact(out[k], out[k]->kind, next[out[k]->kind]);
+                next[out[k]->kind]++;
             }
         }
         sp_span_queue_release(q, n);
@@ -96,6 +183,7 @@ main(void)
         pthread_join(th[t], NULL);
     }
     ok(in_order, "every span once, in each producer's order");
+    ok(whole, "every span arrived whole");
     for (t = 0; t < PRODUCERS; t++) {
         is_int(next[t], PER_THREAD, "producer %d: all spans arrived", (int) t);
     }

@@ -1,0 +1,166 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "record_ring.h"
+
+/* Each record starts with one 8-byte header word: the record's length in
+ * bytes (header included, a multiple of 8) with flags in the low bits.
+ * Released bytes are zeroed, so a header word the consumer finds without
+ * COMMITTED belongs to a record still being written (or to free space). */
+
+#define HDR        8u
+#define COMMITTED  1u
+#define PAD        2u
+#define LEN_MASK   (~(uint64_t) 7)
+
+static inline _Atomic uint64_t *
+word_at(sp_record_ring_t *r, uint64_t pos)
+{
+    return (_Atomic uint64_t *) (void *) (r->buf + (pos & r->mask));
+}
+
+int
+sp_record_ring_init(sp_record_ring_t *r, size_t capacity)
+{
+    size_t  cap = 4096;
+
+    while (cap < capacity) {
+        cap <<= 1;
+    }
+    memset(r, 0, sizeof(*r));
+    r->buf = aligned_alloc(64, cap);
+    if (r->buf == NULL) {
+        return -1;
+    }
+    /* Zero but untouched: the kernel's zero pages until first written. */
+    memset(r->buf, 0, cap);
+    r->mask = cap - 1;
+    return 0;
+}
+
+void
+sp_record_ring_free(sp_record_ring_t *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+}
+
+void *
+sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
+{
+    uint64_t  total = HDR + ((len + 7) & ~(size_t) 7);
+    uint64_t  cap = r->mask + 1, h, t, off, contig, need;
+
+    /* A record plus the padding before it always fits an empty ring. */
+    if (total > cap / 2) {
+        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        return NULL;
+    }
+    h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    for ( ;; ) {
+        off = h & r->mask;
+        contig = cap - off;
+        need = total <= contig ? total : contig + total;
+        t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h + need - t > cap) {
+            atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        if (atomic_compare_exchange_weak_explicit(&r->head, &h, h + need,
+                memory_order_relaxed, memory_order_relaxed))
+        {
+            break;
+        }
+    }
+    if (need != total) {
+        /* The tail end of the buffer becomes a committed padding record. */
+        atomic_store_explicit(word_at(r, h), contig | PAD | COMMITTED,
+                              memory_order_release);
+        h += contig;
+    }
+    atomic_store_explicit(word_at(r, h), total, memory_order_relaxed);
+    return r->buf + (h & r->mask) + HDR;
+}
+
+size_t
+sp_record_ring_commit(sp_record_ring_t *r, void *rec)
+{
+    _Atomic uint64_t  *w = (_Atomic uint64_t *) (void *)
+                           ((unsigned char *) rec - HDR);
+    uint64_t           total, n;
+
+    total = atomic_load_explicit(w, memory_order_relaxed);
+    atomic_store_explicit(w, total | COMMITTED, memory_order_release);
+    n = atomic_fetch_add_explicit(&r->committed, 1, memory_order_relaxed) + 1;
+    return (size_t) (n - atomic_load_explicit(&r->consumed,
+                                              memory_order_relaxed));
+}
+
+size_t
+sp_record_ring_room(sp_record_ring_t *r)
+{
+    uint64_t  h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    return h - t >= r->mask + 1 ? 0 : (size_t) (r->mask + 1 - (h - t));
+}
+
+size_t
+sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
+{
+    uint64_t  pos, w;
+    size_t    n = 0;
+
+    pos = r->peeked == 0 ? atomic_load_explicit(&r->tail, memory_order_relaxed)
+                         : r->peek_pos;
+    while (n < max) {
+        w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
+        if (!(w & COMMITTED)) {
+            break;
+        }
+        if (!(w & PAD)) {
+            out[n++] = r->buf + (pos & r->mask) + HDR;
+        }
+        pos += w & LEN_MASK;
+    }
+    r->peek_pos = pos;
+    r->peeked += n;
+    return n;
+}
+
+void
+sp_record_ring_release(sp_record_ring_t *r, size_t n)
+{
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t  w, len;
+    size_t    done = 0;
+
+    if (n > r->peeked) {
+        n = r->peeked;
+    }
+    while (done < n) {
+        w = atomic_load_explicit(word_at(r, t), memory_order_relaxed);
+        len = w & LEN_MASK;
+        done += !(w & PAD);
+        /* Zeroed before the tail moves on: producers see it clean. */
+        memset(r->buf + (t & r->mask), 0, len);
+        t += len;
+    }
+    r->peeked -= n;
+    atomic_store_explicit(&r->tail, t, memory_order_release);
+    atomic_fetch_add_explicit(&r->consumed, n, memory_order_relaxed);
+}
+
+size_t
+sp_record_ring_pending(sp_record_ring_t *r)
+{
+    return (size_t) (atomic_load_explicit(&r->committed, memory_order_relaxed)
+                     - atomic_load_explicit(&r->consumed,
+                                            memory_order_relaxed));
+}
+
+uint64_t
+sp_record_ring_dropped(sp_record_ring_t *r)
+{
+    return atomic_load_explicit(&r->dropped, memory_order_relaxed);
+}

@@ -1,0 +1,64 @@
+#ifndef SP_RECORD_RING_H
+#define SP_RECORD_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A bounded, preallocated multi-producer / single-consumer ring of
+ * variable-length records in one byte buffer. A producer reserves exactly
+ * the bytes its record needs (one compare-and-swap on the head), copies the
+ * record in and commits it; it never blocks, locks or allocates, and a ring
+ * without room refuses the record and counts a drop. Records are contiguous
+ * (a record that would wrap leaves a padding record at the end), 8-byte
+ * aligned, and read by the single consumer in reservation order: a record
+ * reserved but not yet committed holds back the ones after it.
+ *
+ * Compared with fixed slots sized for the largest record, the memory a
+ * producer writes is only what the record holds, written sequentially, and
+ * the ring goes round (and stays in cache) several times faster. */
+
+typedef struct {
+    size_t                          mask;
+    unsigned char                  *buf;
+    /* Consumer-private: where the last peek stopped. */
+    uint64_t                        peek_pos;
+    size_t                          peeked;
+    _Alignas(64) _Atomic uint64_t   head;       /* next byte to reserve */
+    _Atomic uint64_t                committed;  /* records committed */
+    _Atomic uint64_t                dropped;
+    _Alignas(64) _Atomic uint64_t   tail;       /* first byte not released */
+    _Atomic uint64_t                consumed;   /* records released */
+} sp_record_ring_t;
+
+/* capacity (bytes) rounds up to a power of two, at least 4 KiB. */
+int sp_record_ring_init(sp_record_ring_t *r, size_t capacity);
+void sp_record_ring_free(sp_record_ring_t *r);
+
+static inline size_t
+sp_record_ring_capacity(const sp_record_ring_t *r)
+{
+    return r->mask + 1;
+}
+
+/* Producer: room for len bytes (8-byte aligned), or NULL when the ring is
+ * full (counted). Every reservation must be committed. */
+void *sp_record_ring_reserve(sp_record_ring_t *r, size_t len);
+/* Producer: publishes a reserved record; returns how many committed records
+ * wait (approximate), so the caller can wake the consumer at a batch. */
+size_t sp_record_ring_commit(sp_record_ring_t *r, void *rec);
+
+/* Free bytes (approximate: producers may be reserving meanwhile). */
+size_t sp_record_ring_room(sp_record_ring_t *r);
+
+/* Consumer: up to max committed records in order, without removing them;
+ * a later peek continues after the records already returned. */
+size_t sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max);
+/* Consumer: frees the first n records returned by peek (all of them, in
+ * the order returned) and zeroes their bytes for the next round. */
+void sp_record_ring_release(sp_record_ring_t *r, size_t n);
+
+size_t sp_record_ring_pending(sp_record_ring_t *r);
+uint64_t sp_record_ring_dropped(sp_record_ring_t *r);
+
+#endif
