@@ -641,20 +641,28 @@ nomem:
 /* Each thread builds its spans here, hot in its cache, before one compact
  * copy goes into the queue. Touched only from request code, never from a
  * signal handler. */
-static _Thread_local sp_span_buf_t  span_scratch;
-static _Thread_local sp_span_t     *span_scratch_ready;
+typedef struct {
+    sp_span_buf_t  buf;
+    int            ready;
+} span_scratch_t;
+
+static _Thread_local span_scratch_t  span_scratch;
 
 sp_span_t *
 sp_exporter_span_begin(sp_exporter_t *e)
 {
+    span_scratch_t  *t;
+
     /* A span that would not fit is not built at all (counted as a drop). */
     if (!sp_span_queue_has_room(e->queue)) {
         return NULL;
     }
-    if (span_scratch_ready == NULL) {
-        span_scratch_ready = sp_span_buf_init(&span_scratch);
+    t = &span_scratch;
+    if (!t->ready) {
+        sp_span_buf_init(&t->buf);
+        t->ready = 1;
     }
-    return span_scratch_ready;
+    return &t->buf.span;
 }
 
 void

@@ -18,9 +18,15 @@
 static atomic_uint      ids_fork_gen;
 static pthread_once_t   ids_once = PTHREAD_ONCE_INIT;
 
-static __thread uint64_t  ids_state[4];
-static __thread unsigned  ids_seen_gen;
-static __thread int       ids_seeded;
+/* One TLS block: in a dlopen()ed module each distinct TLS variable costs a
+ * call to resolve its address, so the generator's state is one. */
+typedef struct {
+    uint64_t  state[4];
+    unsigned  seen_gen;
+    int       seeded;
+} ids_tls_t;
+
+static __thread ids_tls_t  ids_tls;
 
 /* Mixes in the fallback seed so two threads seeded in the same nanosecond
  * still diverge. */
@@ -141,13 +147,13 @@ seed_fallback(uint64_t s[4])
 
 
 static void
-ids_seed(void)
+ids_seed(ids_tls_t *g)
 {
     uint64_t  s[4];
 
     pthread_once(&ids_once, ids_register_atfork);
 
-    ids_seen_gen = atomic_load_explicit(&ids_fork_gen, memory_order_relaxed);
+    g->seen_gen = atomic_load_explicit(&ids_fork_gen, memory_order_relaxed);
 
     if (seed_getrandom((uint8_t *) s, sizeof(s)) != 0
         && seed_urandom((uint8_t *) s, sizeof(s)) != 0)
@@ -160,24 +166,24 @@ ids_seed(void)
         s[0] = 0x9e3779b97f4a7c15ULL;
     }
 
-    memcpy(ids_state, s, sizeof(s));
-    ids_seeded = 1;
+    memcpy(g->state, s, sizeof(s));
+    g->seeded = 1;
 }
 
 
 static uint64_t
-ids_next(void)
+ids_next(ids_tls_t *g)
 {
     uint64_t  *s, result, t;
 
-    if (!ids_seeded
-        || ids_seen_gen
+    if (!g->seeded
+        || g->seen_gen
            != atomic_load_explicit(&ids_fork_gen, memory_order_relaxed))
     {
-        ids_seed();
+        ids_seed(g);
     }
 
-    s = ids_state;
+    s = g->state;
 
     result = rotl64(s[1] * 5, 7) * 9;
     t = s[1] << 17;
@@ -196,18 +202,19 @@ ids_next(void)
 void
 sp_ids_thread_init(void)
 {
-    ids_seed();
+    ids_seed(&ids_tls);
 }
 
 
 void
 sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN])
 {
-    uint64_t  v[2];
+    uint64_t    v[2];
+    ids_tls_t  *g = &ids_tls;
 
     do {
-        v[0] = ids_next();
-        v[1] = ids_next();
+        v[0] = ids_next(g);
+        v[1] = ids_next(g);
     } while ((v[0] | v[1]) == 0);
 
     memcpy(id, v, SP_TRACE_ID_LEN);
@@ -217,10 +224,11 @@ sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN])
 void
 sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN])
 {
-    uint64_t  v;
+    uint64_t    v;
+    ids_tls_t  *g = &ids_tls;
 
     do {
-        v = ids_next();
+        v = ids_next(g);
     } while (v == 0);
 
     memcpy(id, &v, SP_SPAN_ID_LEN);

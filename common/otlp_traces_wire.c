@@ -52,12 +52,34 @@ put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-static uint8_t *
+/* Most strings here are short (ids, keys, methods, ports): copied inline
+ * with two overlapping fixed-size moves instead of a call to memcpy. */
+static inline void
+copy_bytes(uint8_t *dst, const void *src, size_t n)
+{
+    const uint8_t  *s = src;
+
+    if (n >= 8 && n <= 16) {
+        memcpy(dst, s, 8);
+        memcpy(dst + n - 8, s + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(dst, s, 4);
+        memcpy(dst + n - 4, s + n - 4, 4);
+    } else if (n < 4) {
+        while (n--) {
+            *dst++ = *s++;
+        }
+    } else {
+        memcpy(dst, s, n);
+    }
+}
+
+static inline uint8_t *
 put_len(uint8_t *p, unsigned tag, const void *data, size_t n)
 {
     *p++ = (uint8_t) tag;
     p = put_varint(p, n);
-    memcpy(p, data, n);
+    copy_bytes(p, data, n);
     return p + n;
 }
 
@@ -243,11 +265,10 @@ put_span(uint8_t *p, const sp_span_t *s)
     return p + 4;
 }
 
-/* Writes a length-delimited message whose length is known only after it is
- * written: the body goes LEN_ROOM bytes after the tag, then moves back to
- * sit right after its (minimal) length varint. One pass over the span, and
- * a memmove of a few hundred bytes, instead of measuring every field first. */
-#define LEN_ROOM  3             /* lengths < 2 MiB: a span is a few KiB */
+/* A span is written in one pass, its length known only afterwards: the
+ * body goes after room for the length varint of its upper bound, and in the
+ * rare case that the real length needs a shorter varint it moves back to
+ * sit right after it. */
 
 int
 sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
@@ -256,7 +277,7 @@ sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
     Opentelemetry__Proto__Resource__V1__Resource  *r;
     Opentelemetry__Proto__Common__V1__InstrumentationScope  *scope;
     size_t     i, res_len, scope_len, head_len, spans_len, ss_len, rs_len;
-    size_t     len, base;
+    size_t     len, base, bound;
     uint8_t   *p, *body, *q, head[32];
 
     /* The resource and scope are a few dozen bytes a batch: protobuf-c. */
@@ -278,13 +299,14 @@ sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
     out->len += head_len + res_len + scope_len;
     spans_len = 0;
     for (i = 0; i < n; i++) {
-        if (sp_buf_reserve(out, span_bound(spans[i])) != 0) {
+        bound = span_bound(spans[i]);
+        if (sp_buf_reserve(out, bound) != 0) {
             out->len = base;
             return -1;
         }
         p = out->data + out->len;
         *p++ = TAG(2, WT_LEN);          /* ScopeSpans.spans */
-        body = p + LEN_ROOM;
+        body = p + vsize(bound);
         len = (size_t) (put_span(body, spans[i]) - body);
         q = put_varint(p, len);
         if (q != body) {
