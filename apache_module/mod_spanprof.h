@@ -99,6 +99,9 @@ typedef struct {
     uint64_t                 start_ns;
     const char              *tracestate;      /* valid incoming, or NULL */
     char                     traceparent[SP_TRACEPARENT_LEN + 1];
+    /* The request whose environment has the OTEL_* variables: the hooks
+     * that set them run several times per request. */
+    request_rec             *env_r;
     uint8_t                  parent_flags;
 
     unsigned                 ids:1;          /* trace/span ids known */

@@ -301,6 +301,10 @@ spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx)
 {
     apr_pool_t  *p = ctx->r->pool;
 
+    if (ctx->env_r == r) {
+        return;
+    }
+    ctx->env_r = r;
     if (apr_table_get(r->subprocess_env, "OTEL_SPAN_ID") != NULL) {
         return;
     }

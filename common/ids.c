@@ -238,12 +238,21 @@ sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN])
 void
 sp_hex_encode(char *dst, const uint8_t *src, size_t n)
 {
-    static const char  hex[] = "0123456789abcdef";
+    /* Two digits per byte from one table: ids are hex-encoded several
+     * times per request (variables, environment, traceparent). */
+    static const char  pairs[513] =
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+        "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+        "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+        "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+        "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+        "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+        "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+        "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
     size_t             i;
 
     for (i = 0; i < n; i++) {
-        dst[2 * i] = hex[src[i] >> 4];
-        dst[2 * i + 1] = hex[src[i] & 0x0f];
+        memcpy(dst + 2 * i, pairs + 2 * src[i], 2);
     }
 }
 

@@ -1,5 +1,5 @@
-#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "record_ring.h"
 
@@ -28,12 +28,14 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity)
         cap <<= 1;
     }
     memset(r, 0, sizeof(*r));
-    r->buf = aligned_alloc(64, cap);
-    if (r->buf == NULL) {
+    /* Zeroed by the kernel and not touched here: a worker's memory grows
+     * only as far as the ring is used. */
+    r->buf = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r->buf == MAP_FAILED) {
+        r->buf = NULL;
         return -1;
     }
-    /* Zero but untouched: the kernel's zero pages until first written. */
-    memset(r->buf, 0, cap);
     r->mask = cap - 1;
     return 0;
 }
@@ -41,8 +43,10 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity)
 void
 sp_record_ring_free(sp_record_ring_t *r)
 {
-    free(r->buf);
-    r->buf = NULL;
+    if (r->buf != NULL) {
+        munmap(r->buf, r->mask + 1);
+        r->buf = NULL;
+    }
 }
 
 void *
