@@ -14,18 +14,9 @@ my %meta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, slurp("$W/meta.t
 my $hz = $meta{clk_tck} || 100;
 
 # ---- results -------------------------------------------------------------------
-my (@rows, %by);
-open(my $fh, '<', "$W/results.tsv") or die "$W/results.tsv: $!";
-my $hdr = <$fh>; chomp $hdr; my @cols = split /\t/, $hdr;
-while (<$fh>) {
-    chomp; my %r; @r{@cols} = split /\t/;
-    next unless defined $r{requests} && $r{requests} =~ /^\d+$/ && $r{requests} > 0;
-    $r{cpu_us} = $r{ticks} / $hz * 1e6 / $r{requests};
-    $r{exp_us} = ($r{thread_ticks} // 0) / $hz * 1e6 / $r{requests};
-    push @rows, \%r;
-    push @{ $by{$r{workload}}{$r{cfg}} }, \%r;
-}
-close $fh;
+my ($rows_ref, $S_ref) = load_results("$W/results.tsv", $hz);
+my @rows = @$rows_ref;
+my %S = %$S_ref;   # summary per workload/cfg
 
 sub median { my @v = sort { $a <=> $b } @_; return undef unless @v; my $n = @v; return $n % 2 ? $v[$n/2] : ($v[$n/2-1] + $v[$n/2]) / 2 }
 sub min { my $m; for (@_) { $m = $_ if !defined $m || $_ < $m } $m }
@@ -45,38 +36,85 @@ my %wdesc = (
     static => '1 KiB static file (`GET /static/1k.bin`, sendfile)',
     proxy  => 'proxied to a local upstream (`GET /proxy/x`, keepalive upstream in the same nginx, `return 200`)',
 );
-my @wls = grep { $by{$_} } split ' ', ($meta{workloads} || 'r200 static proxy');
+my @wls = grep { $S{$_} } split ' ', ($meta{workloads} || 'r200 static proxy');
 
-my %S;   # summary per workload/cfg
-for my $wl (@wls) {
-    for my $c (@cfgs) {
-        my $rs = $by{$wl}{$c} or next;
-        my %s;
-        $s{rps}   = median(map { $_->{rps} } @$rs);
-        $s{rmin}  = min(map { $_->{rps} } @$rs);
-        $s{rmax}  = max(map { $_->{rps} } @$rs);
-        $s{cpu}   = median(map { $_->{cpu_us} } @$rs);
-        $s{cmin}  = min(map { $_->{cpu_us} } @$rs);
-        $s{cmax}  = max(map { $_->{cpu_us} } @$rs);
-        $s{exp}   = median(map { $_->{exp_us} } @$rs);
-        $s{rss}   = median(map { $_->{rss_kb} } @$rs);
-        $s{rssmax} = max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$rs);
-        $s{reqs}  = sum(map { $_->{requests} } @$rs);
-        $s{served} = sum(map { $_->{served} } @$rs);
-        $s{errors} = sum(map { $_->{errors} } @$rs);
-        $s{drop_lines} = sum(map { $_->{drop_lines} } @$rs);
-        if ($rs->[0]{expected} ne '-') {
-            $s{spans} = sum(map { $_->{spans} } @$rs);
-            $s{expected} = sum(map { $_->{expected} } @$rs);
-            $s{short_runs} = scalar grep { $_->{spans} < $_->{expected} } @$rs;
-        }
-        $s{n} = @$rs;
-        $S{$wl}{$c} = \%s;
+# X over A for summary S (requests/s; CPU per request A over X).
+sub ratio { my ($S, $wl, $c) = @_; return undef unless $S->{$wl}{A} && $S->{$wl}{$c}; return $S->{$wl}{$c}{rps} / $S->{$wl}{A}{rps} }
+sub cpu_ratio { my ($S, $wl, $c) = @_; return undef unless $S->{$wl}{A} && $S->{$wl}{$c}; return $S->{$wl}{A}{cpu} / $S->{$wl}{$c}{cpu} }
+
+# Rows of a results.tsv (bench/run's columns) -> (rows, {workload}{cfg} => summary).
+sub load_results {
+    my ($file, $tck) = @_;
+    my (@rs, %byc, %sum);
+    open(my $fh, '<', $file) or die "$file: $!";
+    my $h = <$fh>; chomp $h; my @c = split /\t/, $h;
+    while (<$fh>) {
+        chomp; my %r; @r{@c} = split /\t/;
+        next unless defined $r{requests} && $r{requests} =~ /^\d+$/ && $r{requests} > 0;
+        $r{cpu_us} = $r{ticks} / $tck * 1e6 / $r{requests};
+        $r{exp_us} = ($r{thread_ticks} // 0) / $tck * 1e6 / $r{requests};
+        push @rs, \%r;
+        push @{ $byc{$r{workload}}{$r{cfg}} }, \%r;
     }
+    close $fh;
+    for my $wl (keys %byc) {
+        for my $c (keys %{ $byc{$wl} }) {
+            my $g = $byc{$wl}{$c};
+            my %s = (
+                rps  => median(map { $_->{rps} } @$g), rmin => min(map { $_->{rps} } @$g), rmax => max(map { $_->{rps} } @$g),
+                cpu  => median(map { $_->{cpu_us} } @$g), cmin => min(map { $_->{cpu_us} } @$g), cmax => max(map { $_->{cpu_us} } @$g),
+                exp  => median(map { $_->{exp_us} } @$g),
+                rss  => median(map { $_->{rss_kb} } @$g),
+                rssmax => max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$g),
+                reqs => sum(map { $_->{requests} } @$g), served => sum(map { $_->{served} } @$g),
+                errors => sum(map { $_->{errors} } @$g), drop_lines => sum(map { $_->{drop_lines} } @$g),
+                n => scalar @$g,
+            );
+            if ($g->[0]{expected} ne '-') {
+                $s{spans} = sum(map { $_->{spans} } @$g);
+                $s{expected} = sum(map { $_->{expected} } @$g);
+                $s{short_runs} = scalar grep { $_->{spans} < $_->{expected} } @$g;
+            }
+            $sum{$wl}{$c} = \%s;
+        }
+    }
+    return (\@rs, \%sum);
 }
 
-sub ratio { my ($wl, $c) = @_; return undef unless $S{$wl}{A} && $S{$wl}{$c}; return $S{$wl}{$c}{rps} / $S{$wl}{A}{rps} }
-sub cpu_ratio { my ($wl, $c) = @_; return undef unless $S{$wl}{A} && $S{$wl}{$c}; return $S{$wl}{A}{cpu} / $S{$wl}{$c}{cpu} }
+sub target_row {
+    my ($name, $ok, $detail, $result) = @_;
+    return sprintf("| %s | %s | %s |", $name, $result // ($ok ? 'met' : '**not met**'), $detail);
+}
+
+# The B/A, C/A, D/A, E/A and no-drop rows of a summary.
+sub ratio_targets {
+    my ($S, $wls) = @_;
+    my @out;
+    for my $t ([B => 0.99], [C => 0.97], [D => 0.95], [E => 0.97]) {
+        my ($c, $min) = @$t;
+        my (@parts, @met, @missed);
+        for my $wl (@$wls) {
+            my $r = ratio($S, $wl, $c); next unless defined $r;
+            push @{ $r >= $min ? \@met : \@missed }, $wl;
+            push @parts, sprintf("%s %.3f (CPU-based %.3f, %+.2f µs/req)", $wl, $r, cpu_ratio($S, $wl, $c),
+                                 $S->{$wl}{$c}{cpu} - $S->{$wl}{A}{cpu});
+        }
+        push @out, target_row("$c/A ≥ $min (requests/s, medians)", !@missed, join('; ', @parts),
+                              @missed && @met ? 'met for ' . join(', ', @met) . '; **not met** for ' . join(', ', @missed) : undef);
+    }
+    my @parts; my $ok = 1;
+    for my $c (qw(C D)) {
+        for my $wl (@$wls) {
+            my $s = $S->{$wl}{$c} or next;
+            next unless defined $s->{spans};
+            $ok &&= $s->{spans} >= $s->{expected} && !$s->{drop_lines};
+            push @parts, sprintf("%s %s %d/%d%s", $c, $wl, $s->{spans}, $s->{expected},
+                                 $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '');
+        }
+    }
+    push @out, target_row('No span dropped in C and D (received / served × spans per request)', $ok, join('; ', @parts));
+    return @out;
+}
 sub f { my ($fmt, $v) = @_; return defined $v ? sprintf($fmt, $v) : '-' }
 
 # ---- micro-benchmarks -----------------------------------------------------------
@@ -97,36 +135,8 @@ my %hang = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/hang.tx
 
 # ---- targets ---------------------------------------------------------------------
 my @targets;
-sub target {
-    my ($name, $ok, $detail, $result) = @_;
-    push @targets, sprintf("| %s | %s | %s |", $name, $result // ($ok ? 'met' : '**not met**'), $detail);
-}
-for my $t ([B => 0.99], [C => 0.97], [D => 0.95], [E => 0.97]) {
-    my ($c, $min) = @$t;
-    my (@parts, @met, @missed);
-    for my $wl (@wls) {
-        my $r = ratio($wl, $c); next unless defined $r;
-        push @{ $r >= $min ? \@met : \@missed }, $wl;
-        push @parts, sprintf("%s %.3f (CPU-based %.3f, %+.2f µs/req)", $wl, $r, cpu_ratio($wl, $c),
-                             $S{$wl}{$c}{cpu} - $S{$wl}{A}{cpu});
-    }
-    target("$c/A ≥ $min (requests/s, medians)", !@missed, join('; ', @parts),
-           @missed && @met ? 'met for ' . join(', ', @met) . '; **not met** for ' . join(', ', @missed) : undef);
-}
-{
-    my @parts; my $ok = 1;
-    for my $c (qw(C D)) {
-        for my $wl (@wls) {
-            my $s = $S{$wl}{$c} or next;
-            next unless defined $s->{spans};
-            my $good = $s->{spans} >= $s->{expected} && !$s->{drop_lines};
-            $ok &&= $good;
-            push @parts, sprintf("%s %s %d/%d%s", $c, $wl, $s->{spans}, $s->{expected},
-                                 $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '');
-        }
-    }
-    target('No span dropped in C and D (received / served × spans per request)', $ok, join('; ', @parts));
-}
+sub target { push @targets, target_row(@_) }
+push @targets, ratio_targets(\%S, \@wls);
 my ($e_first, $e_last, $e_min, $e_max, @e_series);
 {
     # The E instance lives through every workload: its RSS after each run,
@@ -181,82 +191,15 @@ my %awdesc = (
     proxy  => 'proxied to a local backend (`GET /proxy/x`, mod_proxy_http to a second port of the same apache2, pooled keep-alive connections, answered as r200)',
 );
 
-# Rows of a results.tsv (bench/run's columns) -> (rows, {workload}{cfg} => summary).
-sub apache_load {
-    my ($file, $tck) = @_;
-    my (@rs, %byc, %sum);
-    open(my $afh, '<', $file) or die "$file: $!";
-    my $h = <$afh>; chomp $h; my @c = split /\t/, $h;
-    while (<$afh>) {
-        chomp; my %r; @r{@c} = split /\t/;
-        next unless defined $r{requests} && $r{requests} =~ /^\d+$/ && $r{requests} > 0;
-        $r{cpu_us} = $r{ticks} / $tck * 1e6 / $r{requests};
-        $r{exp_us} = ($r{thread_ticks} // 0) / $tck * 1e6 / $r{requests};
-        push @rs, \%r;
-        push @{ $byc{$r{workload}}{$r{cfg}} }, \%r;
-    }
-    close $afh;
-    for my $wl (keys %byc) {
-        for my $c (keys %{ $byc{$wl} }) {
-            my $g = $byc{$wl}{$c};
-            my %s = (
-                rps  => median(map { $_->{rps} } @$g), rmin => min(map { $_->{rps} } @$g), rmax => max(map { $_->{rps} } @$g),
-                cpu  => median(map { $_->{cpu_us} } @$g), cmin => min(map { $_->{cpu_us} } @$g), cmax => max(map { $_->{cpu_us} } @$g),
-                exp  => median(map { $_->{exp_us} } @$g),
-                rss  => median(map { $_->{rss_kb} } @$g),
-                rssmax => max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$g),
-                reqs => sum(map { $_->{requests} } @$g), served => sum(map { $_->{served} } @$g),
-                errors => sum(map { $_->{errors} } @$g), drop_lines => sum(map { $_->{drop_lines} } @$g),
-                n => scalar @$g,
-            );
-            if ($g->[0]{expected} ne '-') {
-                $s{spans} = sum(map { $_->{spans} } @$g);
-                $s{expected} = sum(map { $_->{expected} } @$g);
-            }
-            $sum{$wl}{$c} = \%s;
-        }
-    }
-    return (\@rs, \%sum);
-}
-sub aratio { my ($wl, $c) = @_; return undef unless $aS{$wl}{A} && $aS{$wl}{$c}; return $aS{$wl}{$c}{rps} / $aS{$wl}{A}{rps} }
-sub acpu_ratio { my ($wl, $c) = @_; return undef unless $aS{$wl}{A} && $aS{$wl}{$c}; return $aS{$wl}{A}{cpu} / $aS{$wl}{$c}{cpu} }
-sub atarget {
-    my ($name, $ok, $detail, $result) = @_;
-    push @atargets, sprintf("| %s | %s | %s |", $name, $result // ($ok ? 'met' : '**not met**'), $detail);
-}
+sub atarget { push @atargets, target_row(@_) }
 
 if ($apache_run) {
     %ameta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, slurp("$AW/meta.txt");
-    my ($rs, $sm) = apache_load("$AW/results.tsv", $ameta{clk_tck} || 100);
+    my ($rs, $sm) = load_results("$AW/results.tsv", $ameta{clk_tck} || 100);
     @arows = @$rs; %aS = %$sm;
     @awls = grep { $aS{$_} } split ' ', ($ameta{workloads} || 'r200 static proxy');
 
-    for my $t ([B => 0.99], [C => 0.97], [D => 0.95], [E => 0.97]) {
-        my ($c, $lim) = @$t;
-        my (@parts, @met, @missed);
-        for my $wl (@awls) {
-            my $r = aratio($wl, $c); next unless defined $r;
-            push @{ $r >= $lim ? \@met : \@missed }, $wl;
-            push @parts, sprintf("%s %.3f (CPU-based %.3f, %+.2f µs/req)", $wl, $r, acpu_ratio($wl, $c),
-                                 $aS{$wl}{$c}{cpu} - $aS{$wl}{A}{cpu});
-        }
-        atarget("$c/A ≥ $lim (requests/s, medians)", !@missed, join('; ', @parts),
-                @missed && @met ? 'met for ' . join(', ', @met) . '; **not met** for ' . join(', ', @missed) : undef);
-    }
-    {
-        my @parts; my $ok = 1;
-        for my $c (qw(C D)) {
-            for my $wl (@awls) {
-                my $s = $aS{$wl}{$c} or next;
-                next unless defined $s->{spans};
-                my $good = $s->{spans} >= $s->{expected} && !$s->{drop_lines};
-                $ok &&= $good;
-                push @parts, sprintf("%s %s %d/%d%s", $c, $wl, $s->{spans}, $s->{expected},
-                                     $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '');
-            }
-        }
-        atarget('No span dropped in C and D (received / served × spans per request)', $ok, join('; ', @parts));
-    }
+    push @atargets, ratio_targets(\%aS, \@awls);
     my @er = grep { $_->{cfg} eq 'E' } @arows;
     @ae_series = map { $_->{rss_kb} } @er;
     if (@ae_series) {
@@ -276,6 +219,21 @@ if ($apache_run) {
                         (@diff ? ($diff[0] / 1024, min(@diff) / 1024, max(@diff) / 1024) : (0, 0, 0)),
                         100 * $growth / $first, max(@inrun) // 0, $dq, $dx));
     }
+}
+
+# One configuration's row of a throughput table (s: its summary, a: A's).
+sub config_row {
+    my ($c, $desc, $s, $a, $r) = @_;
+    return sprintf("| %s: %s | %.0f | (%.0f–%.0f) | %s | %.2f (%.2f–%.2f) | %s | %s | %.1f MiB; %.1f MiB | %s | %d |",
+        $c, $desc, $s->{rps}, $s->{rmin}, $s->{rmax}, f('%.3f', $r),
+        $s->{cpu}, $s->{cmin}, $s->{cmax},
+        $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $a->{cpu}),
+        $s->{exp} > 0 ? sprintf('%.2f', $s->{exp}) : '-',
+        $s->{rss} / 1024, $s->{rssmax} / 1024,
+        defined $s->{spans} ? sprintf('%d / %d%s', $s->{spans}, $s->{expected},
+                                      $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '')
+                            : ($c eq 'E' ? 'collector down' : '-'),
+        $s->{errors});
 }
 
 # ---- write -----------------------------------------------------------------------
@@ -354,17 +312,7 @@ for my $wl (@wls) {
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
     for my $c (@cfgs) {
         my $s = $S{$wl}{$c} or next;
-        my $r = ratio($wl, $c);
-        p sprintf("| %s: %s | %.0f | (%.0f–%.0f) | %s | %.2f (%.2f–%.2f) | %s | %s | %.1f MiB; %.1f MiB | %s | %d |",
-            $c, $desc{$c}, $s->{rps}, $s->{rmin}, $s->{rmax}, f('%.3f', $r),
-            $s->{cpu}, $s->{cmin}, $s->{cmax},
-            $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $S{$wl}{A}{cpu}),
-            $s->{exp} > 0 ? sprintf('%.2f', $s->{exp}) : '-',
-            $s->{rss} / 1024, $s->{rssmax} / 1024,
-            defined $s->{spans} ? sprintf('%d / %d%s', $s->{spans}, $s->{expected},
-                                          $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '')
-                                : ($c eq 'E' ? 'collector down' : '-'),
-            $s->{errors});
+        p config_row($c, $desc{$c}, $s, $S{$wl}{A}, ratio(\%S, $wl, $c));
     }
     p "";
 }
@@ -492,16 +440,7 @@ if ($apache_run) {
           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
         for my $c (@cfgs) {
             my $s = $aS{$wl}{$c} or next;
-            p sprintf("| %s: %s | %.0f | (%.0f–%.0f) | %s | %.2f (%.2f–%.2f) | %s | %s | %.1f MiB; %.1f MiB | %s | %d |",
-                $c, $adesc{$c}, $s->{rps}, $s->{rmin}, $s->{rmax}, f('%.3f', aratio($wl, $c)),
-                $s->{cpu}, $s->{cmin}, $s->{cmax},
-                $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $aS{$wl}{A}{cpu}),
-                $s->{exp} > 0 ? sprintf('%.2f', $s->{exp}) : '-',
-                $s->{rss} / 1024, $s->{rssmax} / 1024,
-                defined $s->{spans} ? sprintf('%d / %d%s', $s->{spans}, $s->{expected},
-                                              $s->{drop_lines} ? " ($s->{drop_lines} drop lines)" : '')
-                                    : ($c eq 'E' ? 'collector down' : '-'),
-                $s->{errors});
+            p config_row($c, $adesc{$c}, $s, $aS{$wl}{A}, ratio(\%aS, $wl, $c));
         }
         p "";
     }
@@ -530,32 +469,23 @@ print $o join("\n", @md), "\n";
 close $o;
 
 # ---- console summary ---------------------------------------------------------------
-for my $wl (@wls) {
-    printf "\n%-7s %-3s %10s %17s %7s %11s %8s %9s %9s %17s\n", $wl, 'cfg', 'req/s', '(min-max)', 'ratio', 'CPU us/req', 'dCPU', 'exporter', 'RSS MiB', 'spans/expected';
-    for my $c (@cfgs) {
-        my $s = $S{$wl}{$c} or next;
-        printf "%-7s %-3s %10.0f %17s %7s %11.2f %8s %9.2f %9.1f %17s\n", '', $c, $s->{rps},
-            sprintf('(%.0f-%.0f)', $s->{rmin}, $s->{rmax}), f('%.3f', ratio($wl, $c)), $s->{cpu},
-            $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $S{$wl}{A}{cpu}), $s->{exp}, $s->{rss} / 1024,
-            defined $s->{spans} ? "$s->{spans}/$s->{expected}" : '-';
-    }
-}
-print "\nTargets:\n";
-for (@targets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
-
-# ---- console summary: Apache ---------------------------------------------------------
-if ($apache_run) {
-    print "\nApache httpd (event MPM), child process:\n";
-    for my $wl (@awls) {
+sub print_summary {
+    my ($S, $wls, $targets, $title) = @_;
+    for my $wl (@$wls) {
         printf "\n%-7s %-3s %10s %17s %7s %11s %8s %9s %9s %17s\n", $wl, 'cfg', 'req/s', '(min-max)', 'ratio', 'CPU us/req', 'dCPU', 'exporter', 'RSS MiB', 'spans/expected';
         for my $c (@cfgs) {
-            my $s = $aS{$wl}{$c} or next;
+            my $s = $S->{$wl}{$c} or next;
             printf "%-7s %-3s %10.0f %17s %7s %11.2f %8s %9.2f %9.1f %17s\n", '', $c, $s->{rps},
-                sprintf('(%.0f-%.0f)', $s->{rmin}, $s->{rmax}), f('%.3f', aratio($wl, $c)), $s->{cpu},
-                $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $aS{$wl}{A}{cpu}), $s->{exp}, $s->{rss} / 1024,
+                sprintf('(%.0f-%.0f)', $s->{rmin}, $s->{rmax}), f('%.3f', ratio($S, $wl, $c)), $s->{cpu},
+                $c eq 'A' ? '' : sprintf('%+.2f', $s->{cpu} - $S->{$wl}{A}{cpu}), $s->{exp}, $s->{rss} / 1024,
                 defined $s->{spans} ? "$s->{spans}/$s->{expected}" : '-';
         }
     }
-    print "\nApache targets:\n";
-    for (@atargets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
+    print "\n$title:\n";
+    for (@$targets) { my @f = split /\s*\|\s*/; printf "  %s -- %s: %s\n", $f[2], $f[1], $f[3] }
+}
+print_summary(\%S, \@wls, \@targets, 'Targets');
+if ($apache_run) {
+    print "\nApache httpd (event MPM), child process:\n";
+    print_summary(\%aS, \@awls, \@atargets, 'Apache targets');
 }
