@@ -91,13 +91,15 @@ sp_record_ring_commit(sp_record_ring_t *r, void *rec)
 {
     _Atomic uint64_t  *w = (_Atomic uint64_t *) (void *)
                            ((unsigned char *) rec - HDR);
-    uint64_t           total, n;
+    uint64_t           total, n, c;
 
     total = atomic_load_explicit(w, memory_order_relaxed);
     atomic_store_explicit(w, total | COMMITTED, memory_order_release);
     n = atomic_fetch_add_explicit(&r->committed, 1, memory_order_relaxed) + 1;
-    return (size_t) (n - atomic_load_explicit(&r->consumed,
-                                              memory_order_relaxed));
+    c = atomic_load_explicit(&r->consumed, memory_order_relaxed);
+    /* The consumer may already have taken this record (and others whose
+     * producers have not counted them yet): never 0 or a wrapped value. */
+    return n > c ? (size_t) (n - c) : 1;
 }
 
 size_t
@@ -158,9 +160,12 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
 size_t
 sp_record_ring_pending(sp_record_ring_t *r)
 {
-    return (size_t) (atomic_load_explicit(&r->committed, memory_order_relaxed)
-                     - atomic_load_explicit(&r->consumed,
-                                            memory_order_relaxed));
+    uint64_t  c = atomic_load_explicit(&r->consumed, memory_order_relaxed);
+    uint64_t  n = atomic_load_explicit(&r->committed, memory_order_relaxed);
+
+    /* consumed is read first: a record counted as consumed is counted as
+     * committed too, unless its producer has not counted it yet. */
+    return n > c ? (size_t) (n - c) : 0;
 }
 
 uint64_t

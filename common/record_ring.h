@@ -45,7 +45,8 @@ sp_record_ring_capacity(const sp_record_ring_t *r)
  * full (counted). Every reservation must be committed. */
 void *sp_record_ring_reserve(sp_record_ring_t *r, size_t len);
 /* Producer: publishes a reserved record; returns how many committed records
- * wait (approximate), so the caller can wake the consumer at a batch. */
+ * wait (approximate, at least 1), so the caller can wake the consumer at a
+ * batch. */
 size_t sp_record_ring_commit(sp_record_ring_t *r, void *rec);
 
 /* Free bytes (approximate: producers may be reserving meanwhile). */
