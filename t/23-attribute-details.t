@@ -11,7 +11,7 @@ use SpanProf::Test;
 
 need_module();
 
-my $dead = free_port();
+my $dead = dead_port();
 my $recv = start_receiver();
 my $conf = <<'EOF2';
 otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }

@@ -12,7 +12,7 @@ use SpanProf::Test;
 
 need_module();
 
-my $dead = free_port();    # nothing listens there
+my $dead = dead_port();    # nothing listens there
 my $recv = start_receiver();
 my $conf = <<'EOF';
 otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }

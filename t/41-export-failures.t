@@ -149,7 +149,7 @@ subtest 'collector hangs past the request timeout: retried' => sub {
 };
 
 subtest 'collector down' => sub {
-    my $dead = free_port();
+    my $dead = dead_port();
     my $ngx = start_nginx(receiver_url => "http://127.0.0.1:$dead", conf => conf());
     my @w = $ngx->worker_pids;
     my $ok = 0;

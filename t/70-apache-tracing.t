@@ -21,7 +21,7 @@ my $T2 = '4bf92f3577b34da6a3ce929d0e0e4736';
 my $P2 = '00f067aa0ba902b7';
 my $TS = 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7';
 
-my $DEAD = free_port();
+my $DEAD = dead_port();
 
 my $ECHO = <<'EOF';
 #!/bin/sh

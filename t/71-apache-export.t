@@ -33,7 +33,7 @@ sub prefix_is {
 
 for my $mpm (apache_mpms()) {
     subtest "$mpm: collector down" => sub {
-        my $dead = free_port();
+        my $dead = dead_port();
         my $ap = start_apache(mpm => $mpm, receiver_url => "http://127.0.0.1:$dead",
             conf => conf("OtelExporterInterval 0.1\nOtelExporterTimeout 1\nOtelExporterBatchCount 1\nOtelExporterBatchSize 16"),
             files => \%FILES);

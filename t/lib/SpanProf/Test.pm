@@ -94,6 +94,12 @@ check as need_module() for it.
 
 A free TCP port on 127.0.0.1 (never one handed out before by this process).
 
+=item dead_port()
+
+A TCP port on 127.0.0.1 that refuses connections until the test ends: kept
+bound by a socket that never listens (a dead upstream peer, a collector
+that is down).
+
 =back
 
 =head2 Receiver
@@ -334,7 +340,7 @@ use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(
-    repo_root module_path need_module free_port burn_module_path need_burn_module
+    repo_root module_path need_module free_port dead_port burn_module_path need_burn_module
     start_receiver start_nginx nginx_t conf_line
     http_get http_request raw_request curl_h2 h2c_requests
     decode_traces encode_traces parse_text_format spans_from_request collect_spans
@@ -394,6 +400,18 @@ sub free_port {
         return $p;
     }
     die "free_port: no free port found";
+}
+
+# A port where connections are refused for the rest of the test: bound by a
+# socket that never listens, so no other process (a parallel test, a
+# benchmark) can start listening there meanwhile, as it could on a port
+# free_port() found free a moment ago.
+my @DEAD_SOCKETS;
+sub dead_port {
+    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp')
+        or die "dead_port: $!";
+    push @DEAD_SOCKETS, $s;
+    return $s->sockport;
 }
 
 sub wait_until {
