@@ -59,7 +59,10 @@ copy_bytes(uint8_t *dst, const void *src, size_t n)
 {
     const uint8_t  *s = src;
 
-    if (n >= 8 && n <= 16) {
+    if (n > 16 && n <= 32) {
+        memcpy(dst, s, 16);
+        memcpy(dst + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n <= 16) {
         memcpy(dst, s, 8);
         memcpy(dst + n - 8, s + n - 8, 8);
     } else if (n >= 4 && n < 8) {
