@@ -391,7 +391,11 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
             if (st[i].peer == NULL) {
                 continue;
             }
-            ev = sp_span_add_event(s, "upstream.attempt", 16, t);
+            /* nginx's response times are whole milliseconds of its cached
+             * clock: an attempt may appear to start after the exchange
+             * ended, and is kept inside it. */
+            ev = sp_span_add_event(s, "upstream.attempt", 16,
+                                   t < s->end_ns ? t : s->end_ns);
             t += (uint64_t) st[i].response_time * 1000000;
             if (ev < 0) {
                 continue;
