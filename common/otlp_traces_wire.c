@@ -118,7 +118,8 @@ attrs_size(const sp_span_t *s, unsigned owner)
 
     for (i = 0; i < s->nattrs; i++) {
         if (s->attrs[i].owner == owner) {
-            n += lsize(lsize(s->attrs[i].key_len) + lsize(any_size(&s->attrs[i])));
+            n += lsize(lsize(s->attrs[i].key_len)
+                       + lsize(any_size(&s->attrs[i])));
         }
     }
     return n;

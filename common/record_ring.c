@@ -114,12 +114,15 @@ sp_record_ring_room(sp_record_ring_t *r)
 size_t
 sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
 {
-    uint64_t  pos, w;
+    uint64_t  pos, w, h;
     size_t    n = 0;
 
     pos = r->peeked == 0 ? atomic_load_explicit(&r->tail, memory_order_relaxed)
                          : r->peek_pos;
-    while (n < max) {
+    /* Never past the head: in a full ring the word there is the first
+     * record's, still committed. */
+    h = atomic_load_explicit(&r->head, memory_order_acquire);
+    while (n < max && pos < h) {
         w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
         if (!(w & COMMITTED)) {
             break;

@@ -131,6 +131,19 @@ main(void)
     ok(sp_record_ring_reserve(&r, 2100) == NULL, "oversized record refused");
     is_int(sp_record_ring_dropped(&r), 1, "and counted");
 
+    /* A ring filled exactly: peek returns each record once, never the
+     * first again from where the head meets the tail. */
+    for (k = 0; k < 4; k++) {
+        a = sp_record_ring_reserve(&r, 1024 - 8);
+        ok(a != NULL, "exact fill: record %zu of 1 KiB", k);
+        if (a != NULL) {
+            sp_record_ring_commit(&r, a);
+        }
+    }
+    is_int(sp_record_ring_room(&r), 0, "ring full to the byte");
+    is_int(sp_record_ring_peek(&r, recs, 8), 4, "a full ring peeks 4 records, not more");
+    sp_record_ring_release(&r, 4);
+
     /* An uncommitted record holds back the consumer, in order. */
     a = sp_record_ring_reserve(&r, 100);
     c = sp_record_ring_reserve(&r, 100);
