@@ -2,7 +2,7 @@
  * bench/encode_bench.c - spans encoded per second by the exporter's encoders
  * alone (no queue, no network): common/otlp_traces.c, protobuf and JSON.
  *
- *   encode_bench [--seconds S]
+ *   encode_bench [--seconds S] [--post URL]
  *
  * Fills 8192 span records the way ngx_module/ngx_http_spanprof_span.c does
  * for a plain "GET /r200" request (a SERVER span with 12 attributes), then
@@ -11,6 +11,12 @@
  *
  * Output: one line per case:
  *   format=pb batch=512 spans_per_s=N ns_per_span=N bytes_per_span=N
+ *
+ * With --post URL it also POSTs one encoded batch of 2048 spans to URL
+ * (bench/receiver) over and over through common/http_client.c, as the
+ * exporter thread does, and reports the CPU time of that thread per span,
+ * user and system apart: what sending costs beyond encoding.
+ *   post batch=2048 bytes_per_span=N user_ns_per_span=N sys_ns_per_span=N
  */
 
 #define _GNU_SOURCE
@@ -18,10 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/http_client.h"
 #include "common/ids.h"
 #include "common/otlp_traces.h"
 #include "common/resource.h"
@@ -109,6 +117,65 @@ run(const char *format, sp_resource_t *res, sp_span_t **ptrs, size_t batch,
     sp_arena_free(&arena);
 }
 
+static uint64_t
+thread_ns(const struct timeval *tv)
+{
+    return (uint64_t) tv->tv_sec * 1000000000u + (uint64_t) tv->tv_usec * 1000u;
+}
+
+/* The transport alone: the same body POSTed again and again. */
+static int
+post(const char *url, sp_resource_t *res, sp_span_t **ptrs, double seconds)
+{
+    enum { BATCH = 2048 };
+    sp_arena_t             arena;
+    sp_buf_t               out;
+    sp_http_client_t      *c;
+    sp_http_client_conf_t  conf;
+    sp_http_response_t     resp;
+    struct rusage          r0, r1;
+    uint64_t               deadline, spans = 0;
+
+    memset(&conf, 0, sizeof(conf));
+    memset(&resp, 0, sizeof(resp));
+    sp_arena_init(&arena, 256 * 1024);
+    sp_buf_init(&out);
+    sp_buf_init(&resp.body);
+    c = sp_http_client_new(&conf);
+    if (c == NULL
+        || sp_otlp_traces_encode(&arena, res, ptrs, BATCH, &out) != 0
+        || sp_http_post(c, url, "application/x-protobuf", out.data, out.len,
+                        5000, &resp) != 0 || resp.status != 200)
+    {
+        fprintf(stderr, "post to %s failed: %s\n", url, resp.error);
+        return 1;
+    }
+    getrusage(RUSAGE_THREAD, &r0);
+    deadline = sp_mono_ns() + (uint64_t) (seconds * 1e9);
+    do {
+        if (sp_http_post(c, url, "application/x-protobuf", out.data, out.len,
+                         5000, &resp) != 0 || resp.status != 200)
+        {
+            fprintf(stderr, "post to %s failed: %s\n", url, resp.error);
+            return 1;
+        }
+        spans += BATCH;
+    } while (sp_mono_ns() < deadline);
+    getrusage(RUSAGE_THREAD, &r1);
+
+    printf("post batch=%d bytes_per_span=%.1f user_ns_per_span=%.1f "
+           "sys_ns_per_span=%.1f\n", BATCH, (double) out.len / BATCH,
+           (double) (thread_ns(&r1.ru_utime) - thread_ns(&r0.ru_utime))
+           / (double) spans,
+           (double) (thread_ns(&r1.ru_stime) - thread_ns(&r0.ru_stime))
+           / (double) spans);
+    sp_http_client_free(c);
+    sp_buf_free(&resp.body);
+    sp_buf_free(&out);
+    sp_arena_free(&arena);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -116,13 +183,17 @@ main(int argc, char **argv)
     static sp_span_t *ptrs[NSPANS];
     sp_resource_t     res;
     double            seconds = 2.0;
+    const char       *url = NULL;
     unsigned          i;
 
     for (i = 1; i < (unsigned) argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < (unsigned) argc) {
             seconds = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--post") == 0 && i + 1 < (unsigned) argc) {
+            url = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--seconds S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seconds S] [--post URL]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -136,6 +207,11 @@ main(int argc, char **argv)
         ptrs[i] = &spans[i].span;
     }
 
+    if (url != NULL) {
+        i = (unsigned) post(url, &res, ptrs, seconds);
+        sp_resource_free(&res);
+        return (int) i;
+    }
     run("pb", &res, ptrs, 512, seconds);
     run("pb", &res, ptrs, 2048, seconds);
     run("json", &res, ptrs, 512, seconds);

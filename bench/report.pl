@@ -130,6 +130,7 @@ my @sc256 = parse_kv_lines(slurp("$W/sample_cost_256.txt"));
 my @sc64  = parse_kv_lines(slurp("$W/sample_cost_64.txt"));
 my %sc64 = map { $_->{depth} => $_ } @sc64;
 my @enc = parse_kv_lines(slurp("$W/encode.txt"));
+my ($post) = parse_kv_lines(slurp("$W/post.txt"));
 my %verify = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/verify.txt");
 my %hang = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/hang.txt");
 
@@ -361,6 +362,14 @@ for my $e (@enc) {
               $e->{batch}, $e->{spans_per_s}, $e->{ns_per_span}, $e->{bytes_per_span});
 }
 p "";
+if ($post) {
+    p "Sending alone: `encode_bench --post` POSTs one encoded batch of $post->{batch} spans",
+      "($post->{bytes_per_span} bytes a span) to `build/bench/receiver` again and again through",
+      "`common/http_client.c` (libcurl, keep-alive), as the exporter thread does, on CPU 1 with",
+      "the receiver on CPU 0. CPU time of the sending thread per span:",
+      sprintf("**%.0f ns user + %.0f ns system = %.0f ns**.", $post->{user_ns_per_span},
+              $post->{sys_ns_per_span}, $post->{user_ns_per_span} + $post->{sys_ns_per_span}), "";
+}
 
 p "## Collector that accepts and never answers", "",
   "`perl t/receiver.pl --port P --dir D --script hang --default hang`; nginx as in C (default",

@@ -111,6 +111,7 @@ sp_http_client_new(const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
     return c;
 }
 
