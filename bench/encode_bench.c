@@ -1,15 +1,21 @@
 /*
- * bench/encode_bench.c - spans encoded per second by the exporter's encoders
- * alone (no queue, no network): common/otlp_traces.c, protobuf and JSON.
+ * bench/encode_bench.c - what a span costs to encode, apart from nginx and
+ * the network: on the request thread, building it (straight to the wire
+ * format, common/span.c) and writing it into the queue; on the exporter
+ * thread, batching queued spans into a request (common/otlp_traces*.c,
+ * protobuf and the file exporter's JSON).
  *
  *   encode_bench [--seconds S] [--post URL]
  *
- * Fills 8192 span records the way ngx_module/ngx_http_spanprof_span.c does
- * for a plain "GET /r200" request (a SERVER span with 12 attributes), then
- * encodes them in batches (arena reset after each batch, output buffer
- * reused, as the exporter thread does) for about S seconds per case.
+ * Spans are built the way ngx_module/ngx_http_spanprof_span.c builds them
+ * for a plain "GET /r200" request (a SERVER span with 12 attributes).
+ * "build" times building and queueing one span (the queue is drained
+ * every 512 spans, untimed). The batch cases encode 8192 queued spans in
+ * batches (arena reset after each batch, output buffer reused, as the
+ * exporter thread does) for about S seconds per case.
  *
  * Output: one line per case:
+ *   format=build batch=1 spans_per_s=N ns_per_span=N bytes_per_span=N
  *   format=pb batch=512 spans_per_s=N ns_per_span=N bytes_per_span=N
  *
  * With --post URL it also POSTs one encoded batch of 2048 spans to URL
@@ -34,6 +40,7 @@
 #include "common/otlp_traces.h"
 #include "common/resource.h"
 #include "common/span.h"
+#include "common/span_queue.h"
 
 #define NSPANS  8192
 
@@ -63,8 +70,8 @@ fill_server_span(sp_span_t *s, unsigned i)
 }
 
 static void
-run(const char *format, sp_resource_t *res, sp_span_t **ptrs, size_t batch,
-    double seconds)
+run(const char *format, sp_resource_t *res, const sp_span_rec_t **ptrs,
+    size_t batch, double seconds)
 {
     sp_arena_t  arena;
     sp_buf_t    out;
@@ -125,7 +132,8 @@ thread_ns(const struct timeval *tv)
 
 /* The transport alone: the same body POSTed again and again. */
 static int
-post(const char *url, sp_resource_t *res, sp_span_t **ptrs, double seconds)
+post(const char *url, sp_resource_t *res, const sp_span_rec_t **ptrs,
+    double seconds)
 {
     enum { BATCH = 2048 };
     sp_arena_t             arena;
@@ -176,11 +184,46 @@ post(const char *url, sp_resource_t *res, sp_span_t **ptrs, double seconds)
     return 0;
 }
 
+/* Building and queueing, as the request thread does per request. */
+static void
+build(double seconds)
+{
+    enum { DRAIN = 512 };
+    static sp_span_t      s;
+    const sp_span_rec_t  *recs[DRAIN];
+    sp_span_queue_t      *q = sp_span_queue_create(2 * DRAIN);
+    uint64_t              t0, t1, busy = 0, spans = 0, bytes = 0, deadline;
+    size_t                i, n;
+
+    deadline = sp_mono_ns() + (uint64_t) (seconds * 1e9);
+    do {
+        t0 = sp_mono_ns();
+        for (i = 0; i < DRAIN; i++) {
+            fill_server_span(&s, (unsigned) i);
+            sp_span_queue_push(q, &s);
+        }
+        t1 = sp_mono_ns();
+        busy += t1 - t0;
+        n = sp_span_queue_peek(q, recs, DRAIN);
+        for (i = 0; i < n; i++) {
+            bytes += recs[i]->len;
+        }
+        sp_span_queue_release(q, n);
+        spans += n;
+    } while (t1 < deadline);
+
+    printf("format=build batch=1 spans_per_s=%.0f ns_per_span=%.1f "
+           "bytes_per_span=%.1f\n", (double) spans / ((double) busy / 1e9),
+           (double) busy / (double) spans, (double) bytes / (double) spans);
+    sp_span_queue_destroy(q);
+}
+
 int
 main(int argc, char **argv)
 {
-    static sp_span_buf_t  spans[NSPANS];
-    static sp_span_t *ptrs[NSPANS];
+    static sp_span_t      s;
+    static const sp_span_rec_t *ptrs[NSPANS];
+    sp_span_queue_t      *q;
     sp_resource_t     res;
     double            seconds = 2.0;
     const char       *url = NULL;
@@ -202,9 +245,17 @@ main(int argc, char **argv)
         fprintf(stderr, "resource init failed\n");
         return 1;
     }
+    q = sp_span_queue_create(NSPANS);
     for (i = 0; i < NSPANS; i++) {
-        fill_server_span(sp_span_buf_init(&spans[i]), i);
-        ptrs[i] = &spans[i].span;
+        fill_server_span(&s, i);
+        if (sp_span_queue_push(q, &s) == 0) {
+            fprintf(stderr, "queue full\n");
+            return 1;
+        }
+    }
+    if (sp_span_queue_peek(q, ptrs, NSPANS) != NSPANS) {
+        fprintf(stderr, "queue lost spans\n");
+        return 1;
     }
 
     if (url != NULL) {
@@ -212,10 +263,12 @@ main(int argc, char **argv)
         sp_resource_free(&res);
         return (int) i;
     }
+    build(seconds);
     run("pb", &res, ptrs, 512, seconds);
     run("pb", &res, ptrs, 2048, seconds);
     run("json", &res, ptrs, 512, seconds);
     run("json", &res, ptrs, 2048, seconds);
+    sp_span_queue_destroy(q);
     sp_resource_free(&res);
     return 0;
 }

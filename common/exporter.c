@@ -61,7 +61,7 @@ struct sp_exporter {
     sp_http_client_t    *http;
     int                  file_fd;
     sp_arena_t           arena;
-    sp_span_t          **scratch;
+    const sp_span_rec_t **scratch;
     batch_t             *batches;          /* ring of batch_count */
     size_t               head, npending;
     uint64_t             next_flush;
@@ -130,7 +130,7 @@ exporter_free(sp_exporter_t *e)
         }
         free(e->batches);
     }
-    free(e->scratch);
+    free((void *) e->scratch);
     free(e->endpoint);
     free(e->trusted_certificate);
     free(e->url);
@@ -584,7 +584,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
 
     e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count);
-    e->scratch = calloc(e->conf.batch_size, sizeof(sp_span_t *));
+    e->scratch = calloc(e->conf.batch_size, sizeof(sp_span_rec_t *));
     e->batches = calloc(e->conf.batch_count, sizeof(batch_t));
     if (e->queue == NULL || e->scratch == NULL || e->batches == NULL) {
         goto nomem;
@@ -638,31 +638,19 @@ nomem:
     return NULL;
 }
 
-/* Each thread builds its spans here, hot in its cache, before one compact
- * copy goes into the queue. Touched only from request code, never from a
+/* Each thread builds its spans here, hot in its cache, before they are
+ * encoded into the queue. Touched only from request code, never from a
  * signal handler. */
-typedef struct {
-    sp_span_buf_t  buf;
-    int            ready;
-} span_scratch_t;
-
-static _Thread_local span_scratch_t  span_scratch;
+static _Thread_local sp_span_t  span_scratch;
 
 sp_span_t *
 sp_exporter_span_begin(sp_exporter_t *e)
 {
-    span_scratch_t  *t;
-
     /* A span that would not fit is not built at all (counted as a drop). */
     if (!sp_span_queue_has_room(e->queue)) {
         return NULL;
     }
-    t = &span_scratch;
-    if (!t->ready) {
-        sp_span_buf_init(&t->buf);
-        t->ready = 1;
-    }
-    return &t->buf.span;
+    return &span_scratch;
 }
 
 void

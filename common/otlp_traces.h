@@ -7,21 +7,21 @@
 #include "arena.h"
 #include "buf.h"
 #include "resource.h"
-#include "span.h"
+#include "span_queue.h"
 
-/* Spans to an OTLP ExportTraceServiceRequest: one ResourceSpans with our
- * resource, one ScopeSpans with scope spanprof/<version>. Runs on the
- * exporter thread. The message tree is built in `a` (the caller resets it
- * after). Both return 0, or -1 on allocation failure. */
+/* Encoded spans (queue records) to an OTLP ExportTraceServiceRequest: one
+ * ResourceSpans with our resource, one ScopeSpans with scope
+ * spanprof/<version>. Runs on the exporter thread; the resource and scope
+ * are built in `a` (the caller resets it after). Both return 0, or -1 on
+ * allocation failure. */
 
-/* Protobuf binary, for POST /v1/traces; written straight to the wire
- * format (otlp_traces_wire.c), with only the resource and scope in `a`. */
-int sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res, sp_span_t *const *spans,
-    size_t n, sp_buf_t *out);
+/* Protobuf binary, for POST /v1/traces (otlp_traces_wire.c). */
+int sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
+    const sp_span_rec_t *const *spans, size_t n, sp_buf_t *out);
 
 /* OTLP/JSON on one line plus '\n', for the file exporter. */
 int sp_otlp_traces_encode_json(sp_arena_t *a, const sp_resource_t *res,
-    sp_span_t *const *spans, size_t n, sp_buf_t *out);
+    const sp_span_rec_t *const *spans, size_t n, sp_buf_t *out);
 
 /* Reads an ExportTraceServiceResponse (protobuf); rejected spans and the
  * message of a partial success. -1 when the body does not decode. */

@@ -2,8 +2,9 @@
 
 #include "record_ring.h"
 #include "span_queue.h"
+#include "wire.h"
 
-/* The span queue is a record ring whose records are compact spans. */
+/* The span queue is a record ring whose records are encoded spans. */
 
 struct sp_span_queue {
     sp_record_ring_t  ring;
@@ -57,18 +58,26 @@ sp_span_queue_has_room(sp_span_queue_t *q)
 size_t
 sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
 {
-    void  *rec;
+    sp_span_rec_t  *rec;
+    size_t          n = sp_span_encoded_size(span);
+    size_t          len = sp_wire_lsize(n);
+    uint8_t        *p;
 
-    rec = sp_record_ring_reserve(&q->ring, sp_span_record_size(span));
+    rec = sp_record_ring_reserve(&q->ring, sizeof(*rec) + len);
     if (rec == NULL) {
         return 0;
     }
-    sp_span_record_write(rec, span);
+    rec->len = (uint32_t) len;
+    p = rec->data;
+    *p++ = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
+    p = sp_wire_varint(p, n);
+    sp_span_encode(span, p);
     return sp_record_ring_commit(&q->ring, rec);
 }
 
 size_t
-sp_span_queue_peek(sp_span_queue_t *q, sp_span_t **out, size_t max)
+sp_span_queue_peek(sp_span_queue_t *q, const sp_span_rec_t **out,
+    size_t max)
 {
     return sp_record_ring_peek(&q->ring, (void **) out, max);
 }

@@ -12,6 +12,8 @@
 #include "tap.h"
 #include "common/record_ring.h"
 #include "common/span_queue.h"
+#include "common/wire.h"
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 
 #define PRODUCERS  4
 #define PER_THREAD 20000
@@ -39,39 +41,50 @@ build(sp_span_t *s, unsigned id, uint64_t i)
     }
 }
 
-/* Whether a span read back is exactly what build() made. */
-static int
-intact(const sp_span_t *s, unsigned id, uint64_t i)
+/* The Span message of a record, decoded by protobuf-c (NULL if it does
+ * not decode). */
+static Opentelemetry__Proto__Trace__V1__Span *
+decode(const sp_span_rec_t *r)
 {
-    sp_span_buf_t  b;
-    sp_span_t     *w = sp_span_buf_init(&b);
-    size_t         k;
+    const uint8_t  *p = r->data + 1;
+    uint64_t        n = 0;
+    unsigned        shift = 0;
 
-    build(w, id, i);
-    if (s->start_ns != i || s->kind != id || s->nattrs != w->nattrs
-        || s->name_len != w->name_len || s->arena_used != w->arena_used
-        || memcmp(s->arena, w->arena, w->arena_used) != 0)
-    {
-        return 0;
+    if (r->len < 2 || r->data[0] != SP_TAG(2, SP_WT_LEN)) {
+        return NULL;
     }
-    for (k = 0; k < w->nattrs; k++) {
-        if (s->attrs[k].key_len != w->attrs[k].key_len
-            || memcmp(sp_attr_key(s, &s->attrs[k]),
-                      sp_attr_key(w, &w->attrs[k]), w->attrs[k].key_len) != 0
-            || s->attrs[k].str_len != w->attrs[k].str_len)
-        {
-            return 0;
-        }
+    do {
+        n |= (uint64_t) (*p & 0x7f) << shift;
+        shift += 7;
+    } while (*p++ & 0x80);
+    if ((size_t) (p - r->data) + n != r->len) {
+        return NULL;
     }
-    return 1;
+    return opentelemetry__proto__trace__v1__span__unpack(NULL, n, p);
+}
+
+/* Whether a record is byte for byte what build() encodes. */
+static int
+intact(const sp_span_rec_t *r, unsigned id, uint64_t i)
+{
+    static sp_span_t  w;
+    static uint8_t    buf[8192];
+    size_t            n;
+    uint8_t          *p = buf;
+
+    build(&w, id, i);
+    n = sp_span_encoded_size(&w);
+    *p++ = SP_TAG(2, SP_WT_LEN);
+    p = sp_wire_varint(p, n);
+    p = sp_span_encode(&w, p);
+    return r->len == (size_t) (p - buf) && memcmp(r->data, buf, r->len) == 0;
 }
 
 static void *
 producer(void *arg)
 {
     unsigned        id = (unsigned) (uintptr_t) arg;
-    sp_span_buf_t   b;
-    sp_span_t      *s = sp_span_buf_init(&b);
+    sp_span_t      *s = malloc(sizeof(sp_span_t));
     uint64_t        i;
 
     for (i = 0; i < PER_THREAD; ) {
@@ -81,6 +94,7 @@ producer(void *arg)
         }
         i++;
     }
+    free(s);
     return NULL;
 }
 
@@ -88,9 +102,9 @@ int
 main(void)
 {
     pthread_t         th[PRODUCERS];
-    sp_span_t        *out[64];
-    sp_span_buf_t     b;
-    sp_span_t        *s = sp_span_buf_init(&b);
+    const sp_span_rec_t  *out[64];
+    sp_span_t        *s = malloc(sizeof(sp_span_t));
+    Opentelemetry__Proto__Trace__V1__Span  *d;
     sp_record_ring_t  r;
     uint64_t          next[PRODUCERS] = { 0 }, got = 0, dropped_before, i;
     int               in_order = 1, whole = 1;
@@ -180,14 +194,20 @@ main(void)
     while (got < (uint64_t) PRODUCERS * PER_THREAD) {
         n = sp_span_queue_peek(q, out, 64);
         for (k = 0; k < n; k++) {
-            if (out[k]->kind >= PRODUCERS
-                || out[k]->start_ns != next[out[k]->kind])
+            d = decode(out[k]);
+            if (d == NULL) {
+                whole = 0;
+                continue;
+            }
+            if (d->kind >= PRODUCERS
+                || d->start_time_unix_nano != next[d->kind])
             {
                 in_order = 0;
             } else {
-                whole &= intact(out[k], out[k]->kind, next[out[k]->kind]);
-                next[out[k]->kind]++;
+                whole &= intact(out[k], d->kind, next[d->kind]);
+                next[d->kind]++;
             }
+            opentelemetry__proto__trace__v1__span__free_unpacked(d, NULL);
         }
         sp_span_queue_release(q, n);
         got += n;
@@ -203,5 +223,6 @@ main(void)
     is_int(sp_span_queue_pending(q), 0, "nothing left behind");
 
     sp_span_queue_destroy(q);
+    free(s);
     return done_testing();
 }
