@@ -9,31 +9,38 @@
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest
     pb_request_t;
 
+static void *
+arena_alloc(void *a, size_t n)
+{
+    return sp_arena_alloc(a, n);
+}
+
+static void
+arena_keep(void *a, void *p)
+{
+    /* freed with the arena, after the batch */
+}
+
 /* The file exporter's OTLP/JSON is made from the protobuf bytes (the spans
- * arrive encoded): protobuf-c decodes them into a message tree, which the
- * descriptor-driven JSON writer walks. Not a hot path. */
+ * arrive encoded): protobuf-c decodes them into a message tree in the
+ * arena, which the descriptor-driven JSON writer walks. */
 int
 sp_otlp_traces_encode_json(sp_arena_t *a, const sp_resource_t *res,
     const sp_span_rec_t *const *spans, size_t n, sp_buf_t *out)
 {
-    sp_buf_t       pb;
-    pb_request_t  *req;
-    int            rc;
+    ProtobufCAllocator  alloc = { arena_alloc, arena_keep, a };
+    sp_buf_t            pb;
+    pb_request_t       *req;
+    int                 rc;
 
     sp_buf_init(&pb);
     rc = sp_otlp_traces_encode(a, res, spans, n, &pb);
     req = rc == 0
           ? opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-                NULL, pb.len, pb.data)
+                &alloc, pb.len, pb.data)
           : NULL;
     sp_buf_free(&pb);
-    if (req == NULL) {
-        return -1;
-    }
-    rc = sp_otlp_json_encode(&req->base, out);
-    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
-        req, NULL);
-    if (rc != 0) {
+    if (req == NULL || sp_otlp_json_encode(&req->base, out) != 0) {
         return -1;
     }
     sp_buf_append_char(out, '\n');
