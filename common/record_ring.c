@@ -123,6 +123,11 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
      * record's, still committed. */
     h = atomic_load_explicit(&r->head, memory_order_acquire);
     while (n < max && pos < h) {
+        /* The records were written a batch ago and may have left the
+         * cache: fetch ahead of the walk, whose next step depends on this
+         * header (prefetching any address is harmless). */
+        __builtin_prefetch(r->buf + ((pos + 512) & r->mask));
+        __builtin_prefetch(r->buf + ((pos + 1024) & r->mask));
         w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
         if (!(w & COMMITTED)) {
             break;

@@ -53,6 +53,12 @@ sp_thread_ctx_record_span_name(const uint8_t *attrs, size_t attrs_len,
     return 0;
 }
 
+sp_thread_ctx_record_t **
+sp_thread_ctx_slot(void)
+{
+    return &otel_thread_ctx_v1;
+}
+
 void
 sp_thread_ctx_thread_init(void)
 {

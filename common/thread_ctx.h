@@ -72,6 +72,20 @@ sp_thread_ctx_detach(void)
     atomic_signal_fence(memory_order_seq_cst);
 }
 
+/* The calling thread's otel_thread_ctx_v1, by address. From a dlopen()ed
+ * module every TLS access is a call into the dynamic linker; a server
+ * whose request code all runs on one thread (nginx's worker) takes the
+ * address once and binds through it with sp_thread_ctx_store(). */
+sp_thread_ctx_record_t **sp_thread_ctx_slot(void);
+
+static inline void
+sp_thread_ctx_store(sp_thread_ctx_record_t **slot, sp_thread_ctx_record_t *rec)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    *slot = rec;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
 static inline sp_thread_ctx_record_t *
 sp_thread_ctx_current(void)
 {

@@ -27,8 +27,8 @@ ngx_http_spanprof_ctx_cleanup(void *data)
 {
     ngx_http_spanprof_ctx_t  *ctx = data;
 
-    if (sp_thread_ctx_current() == &ctx->record) {
-        sp_thread_ctx_detach();
+    if (ngx_http_spanprof_attached() == &ctx->record) {
+        ngx_http_spanprof_detach();
     }
 }
 

@@ -349,7 +349,7 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
 
     /* The request's code is done; its record goes with its pool. */
     if (ctx->profiled) {
-        sp_thread_ctx_detach();
+        ngx_http_spanprof_detach();
     }
     return NGX_OK;
 }

@@ -131,7 +131,12 @@ ngx_int_t ngx_http_spanprof_export(ngx_http_request_t *r,
 
 ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 
-void ngx_http_spanprof_default_name(ngx_http_request_t *r, ngx_str_t *name);
+/* Room for a default span name: "OPTIONS " and a route of the longest
+ * value a span keeps. */
+#define NGX_HTTP_SPANPROF_NAME_LEN  (sizeof("OPTIONS ") + SP_SPAN_MAX_VALUE)
+
+size_t ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
+    size_t cap);
 
 ngx_int_t ngx_http_spanprof_profiling_init(ngx_conf_t *cf);
 void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
@@ -139,6 +144,29 @@ void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
 ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     ngx_http_spanprof_main_conf_t *mcf);
 void ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle);
+
+/* The worker thread's profile labels (its otel_thread_ctx_v1), by
+ * address: all request code runs on that thread, and a TLS access from a
+ * dynamic module costs a call into the loader every time. */
+extern sp_thread_ctx_record_t  **ngx_http_spanprof_labels;
+
+static ngx_inline void
+ngx_http_spanprof_attach(sp_thread_ctx_record_t *rec)
+{
+    sp_thread_ctx_store(ngx_http_spanprof_labels, rec);
+}
+
+static ngx_inline void
+ngx_http_spanprof_detach(void)
+{
+    sp_thread_ctx_store(ngx_http_spanprof_labels, NULL);
+}
+
+static ngx_inline sp_thread_ctx_record_t *
+ngx_http_spanprof_attached(void)
+{
+    return *ngx_http_spanprof_labels;
+}
 
 /* Labels the thread with the request, if it is profiled; the caller runs
  * code for r next. */
@@ -149,7 +177,7 @@ ngx_http_spanprof_bind(ngx_http_request_t *r)
 
     ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
     if (ctx != NULL && ctx->profiled) {
-        sp_thread_ctx_attach(&ctx->record);
+        ngx_http_spanprof_attach(&ctx->record);
     }
 }
 

@@ -36,6 +36,12 @@ static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
 
 static ngx_flag_t  ngx_http_spanprof_sampling;
 
+/* Until the worker's own slot is known (and in processes that never
+ * profile), binding writes here. */
+static sp_thread_ctx_record_t   *ngx_http_spanprof_no_labels;
+sp_thread_ctx_record_t         **ngx_http_spanprof_labels =
+                                     &ngx_http_spanprof_no_labels;
+
 
 /* ---- which request an event belongs to ------------------------------------ */
 
@@ -96,7 +102,7 @@ ngx_http_spanprof_run_event(ngx_event_t *ev)
     ev->handler(ev);
 
     /* Back to the event loop: no request runs now. */
-    sp_thread_ctx_detach();
+    ngx_http_spanprof_detach();
 }
 
 
@@ -154,7 +160,7 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 {
     ngx_int_t  rc;
 
-    sp_thread_ctx_detach();
+    ngx_http_spanprof_detach();
 
     rc = ngx_http_spanprof_process_events_next(cycle, timer,
                                                flags | NGX_POST_EVENTS);
@@ -187,7 +193,8 @@ void
 ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx)
 {
-    ngx_str_t                      name;
+    size_t                         len;
+    u_char                         name[NGX_HTTP_SPANPROF_NAME_LEN];
     ngx_http_spanprof_loc_conf_t  *lcf;
 
     if (!ngx_http_spanprof_sampling) {
@@ -198,21 +205,21 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     if (!lcf->profiling) {
         if (ctx->profiled) {
             ctx->profiled = 0;
-            sp_thread_ctx_detach();
+            ngx_http_spanprof_detach();
         }
         return;
     }
 
     /* Readers follow the pointer only: never rewrite an attached record. */
-    if (sp_thread_ctx_current() == &ctx->record) {
-        sp_thread_ctx_detach();
+    if (ngx_http_spanprof_attached() == &ctx->record) {
+        ngx_http_spanprof_detach();
     }
-    ngx_http_spanprof_default_name(r, &name);
+    len = ngx_http_spanprof_default_name(r, name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               ngx_http_spanprof_flags(ctx),
-                              (const char *) name.data, name.len);
+                              (const char *) name, len);
     ctx->profiled = 1;
-    sp_thread_ctx_attach(&ctx->record);
+    ngx_http_spanprof_attach(&ctx->record);
 }
 
 
@@ -261,6 +268,8 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     sc.ring_capacity = 4 * mcf->profiling_rate < 1024
                        ? 1024 : 4 * mcf->profiling_rate;
 
+    ngx_http_spanprof_labels = sp_thread_ctx_slot();
+
     if (sp_sampler_start(&sc, err, sizeof(err)) != 0) {
         ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
                       "spanprof: profiling disabled: %s", err);
@@ -291,5 +300,5 @@ ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle)
     }
     ngx_http_spanprof_sampling = 0;
     sp_sampler_stop();
-    sp_thread_ctx_detach();
+    ngx_http_spanprof_detach();
 }

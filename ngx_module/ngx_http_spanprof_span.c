@@ -23,26 +23,21 @@ static ngx_str_t *ngx_http_spanprof_route(ngx_http_request_t *r);
 
 
 /* "{method} {route}", "{method}" without a route; "HTTP" for a method
- * that is not a standard one. */
-void
-ngx_http_spanprof_default_name(ngx_http_request_t *r, ngx_str_t *name)
+ * that is not a standard one. Formatted into buf (the caller's stack):
+ * no pool allocation per request. */
+size_t
+ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
+    size_t cap)
 {
-    size_t      cap;
     ngx_str_t  *route;
 
     route = ngx_http_spanprof_route(r);
-    cap = sizeof("OPTIONS ") + (route ? route->len : 0);
 
-    name->data = ngx_pnalloc(r->pool, cap);
-    if (name->data == NULL) {
-        ngx_str_set(name, "HTTP");
-        return;
-    }
-    name->len = sp_http_span_name((char *) name->data, cap,
-                                  (const char *) r->method_name.data,
-                                  r->method_name.len,
-                                  route ? (const char *) route->data : NULL,
-                                  route ? route->len : 0);
+    return sp_http_span_name((char *) buf, cap,
+                             (const char *) r->method_name.data,
+                             r->method_name.len,
+                             route ? (const char *) route->data : NULL,
+                             route ? route->len : 0);
 }
 
 
@@ -161,8 +156,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
 {
     u_char                        *q;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
-    char                           name[sizeof("OPTIONS ")
-                                        + SP_SPAN_MAX_VALUE];
+    u_char                         name[NGX_HTTP_SPANPROF_NAME_LEN];
     off_t                          sent;
     ngx_str_t                      v, *route, path, query;
     ngx_uint_t                     i;
@@ -190,12 +184,9 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         sp_span_set_name(s, (const char *) v.data, v.len);
 
     } else {
-        /* Formatted on the stack: no pool allocation per request. */
-        sp_span_set_name(s, name, sp_http_span_name(name, sizeof(name),
-                                   (const char *) r->method_name.data,
-                                   r->method_name.len,
-                                   route ? (const char *) route->data : NULL,
-                                   route ? route->len : 0));
+        sp_span_set_name(s, (const char *) name,
+                         ngx_http_spanprof_default_name(r, name,
+                                                        sizeof(name)));
     }
 
     sp_http_span_method(s, (const char *) r->method_name.data,
