@@ -191,6 +191,12 @@ pop_batch(sp_exporter_t *e)
 {
     e->head = (e->head + 1) % e->conf.batch_count;
     e->npending--;
+    /* With nothing waiting, the next batch goes into the first buffer
+     * again: while the collector keeps up, one buffer (hot in the cache)
+     * is reused instead of a round of batch_count cold ones. */
+    if (e->npending == 0) {
+        e->head = 0;
+    }
 }
 
 /* Encodes up to batch_size queued spans into a free pending slot. */
