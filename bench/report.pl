@@ -130,7 +130,7 @@ my @sc256 = parse_kv_lines(slurp("$W/sample_cost_256.txt"));
 my @sc64  = parse_kv_lines(slurp("$W/sample_cost_64.txt"));
 my %sc64 = map { $_->{depth} => $_ } @sc64;
 my @enc = parse_kv_lines(slurp("$W/encode.txt"));
-my ($post) = parse_kv_lines(slurp("$W/post.txt"));
+my ($post) = parse_kv_lines(slurp("$W/post.txt") =~ s/^post //mgr);
 my %verify = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/verify.txt");
 my %hang = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/hang.txt");
 
