@@ -61,6 +61,9 @@ fill(sp_span_t *s, int i)
          * SP_SPAN_MAX_ATTRS are counted, not kept. */
         memset(big, 'b', sizeof(big));
         sp_span_attr_cstr(s, "big", big, sizeof(big));
+        /* An override found past entries with two-byte lengths. */
+        sp_span_attr_cstr(s, "huge", big, 300);
+        sp_span_attr_set_str(s, "huge", 4, "h", 1);
         for (k = 0; k < SP_SPAN_MAX_ATTRS; k++) {
             sp_span_attr_cint(s, "n", k);
         }
@@ -156,8 +159,13 @@ check_spans(Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceReques
        "long value cut at %d bytes", SP_SPAN_MAX_VALUE);
     is_int(s->n_attributes, SP_SPAN_MAX_ATTRS, "at most %d attributes",
            SP_SPAN_MAX_ATTRS);
-    /* 7 attributes and "big" took 8 places: 8 of the 40 "n" did not fit. */
-    is_int(s->dropped_attributes_count, 8, "the rest counted as dropped");
+    is_int(count_key(s->attributes, s->n_attributes, "huge"), 1,
+           "a long attribute overridden once");
+    a = kv(s->attributes, s->n_attributes, "huge");
+    ok(a && strcmp(a->value->string_value, "h") == 0, "with the new value");
+    /* 7 attributes, "big" and "huge" took 9 places: 9 of the 40 "n" did
+     * not fit. */
+    is_int(s->dropped_attributes_count, 9, "the rest counted as dropped");
 
     s = sp[1];
     ok(s->parent_span_id.len == 0, "root span: no parent");
