@@ -130,6 +130,34 @@ thread_ns(const struct timeval *tv)
     return (uint64_t) tv->tv_sec * 1000000000u + (uint64_t) tv->tv_usec * 1000u;
 }
 
+static void
+posted(void *ud, const sp_http_response_t *resp)
+{
+    sp_http_response_t  *out = ud;
+
+    out->status = resp->status;
+    memcpy(out->error, resp->error, sizeof(out->error));
+}
+
+/* One POST on the exporter's loop, polled to its end as the exporter
+ * thread would. */
+static int
+post_once(sp_http_loop_t *loop, sp_http_client_t *c, const char *url,
+    const sp_buf_t *body, sp_http_response_t *resp)
+{
+    resp->status = -1;
+    snprintf(resp->error, sizeof(resp->error), "cannot start");
+    if (sp_http_client_post(c, url, "application/x-protobuf", body->data,
+                            body->len, 5000, posted, resp) != 0)
+    {
+        return -1;
+    }
+    while (resp->status == -1) {
+        sp_http_loop_poll(loop, -1, 100);
+    }
+    return resp->status == 200 ? 0 : -1;
+}
+
 /* The transport alone: the same body POSTed again and again. */
 static int
 post(const char *url, sp_resource_t *res, const sp_span_rec_t **ptrs,
@@ -138,7 +166,8 @@ post(const char *url, sp_resource_t *res, const sp_span_rec_t **ptrs,
     enum { BATCH = 2048 };
     sp_arena_t             arena;
     sp_buf_t               out;
-    sp_http_client_t      *c;
+    sp_http_loop_t        *loop;
+    sp_http_client_t      *c = NULL;
     sp_http_client_conf_t  conf;
     sp_http_response_t     resp;
     struct rusage          r0, r1;
@@ -148,23 +177,24 @@ post(const char *url, sp_resource_t *res, const sp_span_rec_t **ptrs,
     memset(&resp, 0, sizeof(resp));
     sp_arena_init(&arena, 256 * 1024);
     sp_buf_init(&out);
-    sp_buf_init(&resp.body);
-    c = sp_http_client_new(&conf);
+    loop = sp_http_loop_new();
+    if (loop != NULL) {
+        c = sp_http_client_new(loop, &conf);
+    }
     if (c == NULL
         || sp_otlp_traces_encode(&arena, res, ptrs, BATCH, &out) != 0
-        || sp_http_post(c, url, "application/x-protobuf", out.data, out.len,
-                        5000, &resp) != 0 || resp.status != 200)
+        || post_once(loop, c, url, &out, &resp) != 0)
     {
-        fprintf(stderr, "post to %s failed: %s\n", url, resp.error);
+        fprintf(stderr, "post to %s failed: %ld %s\n", url, resp.status,
+                resp.error);
         return 1;
     }
     getrusage(RUSAGE_THREAD, &r0);
     deadline = sp_mono_ns() + (uint64_t) (seconds * 1e9);
     do {
-        if (sp_http_post(c, url, "application/x-protobuf", out.data, out.len,
-                         5000, &resp) != 0 || resp.status != 200)
-        {
-            fprintf(stderr, "post to %s failed: %s\n", url, resp.error);
+        if (post_once(loop, c, url, &out, &resp) != 0) {
+            fprintf(stderr, "post to %s failed: %ld %s\n", url, resp.status,
+                    resp.error);
             return 1;
         }
         spans += BATCH;
@@ -178,7 +208,7 @@ post(const char *url, sp_resource_t *res, const sp_span_rec_t **ptrs,
            (double) (thread_ns(&r1.ru_stime) - thread_ns(&r0.ru_stime))
            / (double) spans);
     sp_http_client_free(c);
-    sp_buf_free(&resp.body);
+    sp_http_loop_free(loop);
     sp_buf_free(&out);
     sp_arena_free(&arena);
     return 0;

@@ -51,14 +51,19 @@ struct sp_exporter {
     char                *pyroscope_url;
 
     sp_span_queue_t     *queue;
-    int                  wake_fd;
+    sp_exporter_loop_t   driver;           /* .timer NULL: own thread */
+    int                  wake_fd;          /* the thread's, else -1 */
     pthread_t            thread;
     int                  running;
     _Atomic int          stopping;
     _Atomic uint64_t     deadline;         /* monotonic ns, once stopping */
 
-    /* Exporter thread only. */
+    /* Exporter side only (its thread or the event loop). */
+    sp_http_loop_t      *loop;
     sp_http_client_t    *http;
+    int                  sending;          /* the head batch is being posted */
+    int                  profile_flushed;  /* the last one, once stopping */
+    int                  finished;
     int                  file_fd;
     sp_arena_t           arena;
     const sp_span_rec_t **scratch;
@@ -131,13 +136,15 @@ exporter_free(sp_exporter_t *e)
         free(e->batches);
     }
     free((void *) e->scratch);
+    sp_profile_export_free(e->profiles);
+    sp_http_client_free(e->http);
+    sp_http_loop_free(e->loop);
     free(e->endpoint);
     free(e->trusted_certificate);
     free(e->url);
     free(e->file_path);
     free(e->profiles_url);
     free(e->pyroscope_url);
-    sp_profile_export_free(e->profiles);
     sp_span_queue_destroy(e->queue);
     sp_resource_free(&e->resource);
     sp_arena_free(&e->arena);
@@ -147,7 +154,7 @@ exporter_free(sp_exporter_t *e)
     free(e);
 }
 
-/* ---- exporter thread --------------------------------------------------- */
+/* ---- exporter side: its thread or the server's event loop --------------- */
 
 static int
 rate_ok(uint64_t *last, uint64_t now, uint64_t every_ms)
@@ -267,14 +274,15 @@ retryable(long status)
            || status == 504;
 }
 
+static void traces_posted(void *ud, const sp_http_response_t *resp);
+
+/* Writes the head batch, or starts posting it. */
 static void
 send_head(sp_exporter_t *e, uint64_t now)
 {
     batch_t             *b = &e->batches[e->head];
-    sp_http_response_t   resp;
-    uint64_t             timeout, deadline, backoff;
-    int64_t              rejected;
-    char                 msg[256];
+    sp_http_response_t   failed;
+    uint64_t             timeout, deadline;
 
     if (e->file_path != NULL) {
         write_file(e, b, now);
@@ -293,17 +301,34 @@ send_head(sp_exporter_t *e, uint64_t now)
         timeout = MS;
     }
 
-    memset(&resp, 0, sizeof(resp));
-    sp_buf_init(&resp.body);
     b->attempts++;
-    sp_http_post(e->http, e->url, "application/x-protobuf", b->body.data,
-                 b->body.len, timeout / MS, &resp);
-    now = sp_mono_ns();
+    e->sending = 1;
+    if (sp_http_client_post(e->http, e->url, "application/x-protobuf",
+                            b->body.data, b->body.len, timeout / MS,
+                            traces_posted, e) != 0)
+    {
+        memset(&failed, 0, sizeof(failed));
+        snprintf(failed.error, sizeof(failed.error),
+                 "cannot start the request");
+        traces_posted(e, &failed);
+    }
+}
 
-    if (resp.status >= 200 && resp.status < 300) {
+static void
+traces_posted(void *ud, const sp_http_response_t *resp)
+{
+    sp_exporter_t  *e = ud;
+    batch_t        *b = &e->batches[e->head];
+    uint64_t        now = sp_mono_ns(), backoff;
+    int64_t         rejected;
+    char            msg[256];
+
+    e->sending = 0;
+
+    if (resp->status >= 200 && resp->status < 300) {
         atomic_fetch_add(&e->batches_sent, 1);
-        if (resp.body.len > 0
-            && sp_otlp_traces_parse_response(resp.body.data, resp.body.len,
+        if (resp->body.len > 0
+            && sp_otlp_traces_parse_response(resp->body.data, resp->body.len,
                                              &rejected, msg, sizeof(msg)) != 0)
         {
             /* The spans were accepted; only the answer is unreadable. */
@@ -312,9 +337,9 @@ send_head(sp_exporter_t *e, uint64_t now)
                 sp_logf(&e->conf.log, SP_LOG_WARN,
                         "spanprof: collector at %s answered %ld with a body "
                         "that is not an ExportTraceServiceResponse",
-                        e->url, resp.status);
+                        e->url, resp->status);
             }
-        } else if (resp.body.len == 0) {
+        } else if (resp->body.len == 0) {
             rejected = 0;
         }
         if (rejected > 0) {
@@ -327,26 +352,26 @@ send_head(sp_exporter_t *e, uint64_t now)
                          b->nspans - (rejected > 0 ? (size_t) rejected : 0));
         pop_batch(e);
 
-    } else if (retryable(resp.status) && b->attempts < MAX_ATTEMPTS) {
+    } else if (retryable(resp->status) && b->attempts < MAX_ATTEMPTS) {
         backoff = (uint64_t) BACKOFF_INITIAL_MS << (b->attempts - 1);
         if (backoff > BACKOFF_MAX_MS) {
             backoff = BACKOFF_MAX_MS;
         }
-        if (resp.retry_after_ms > backoff) {
-            backoff = resp.retry_after_ms;
+        if (resp->retry_after_ms > backoff) {
+            backoff = resp->retry_after_ms;
         }
         b->next_try = now + backoff * MS;
         atomic_fetch_add(&e->retries, 1);
         if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
-            if (resp.status == 0) {
+            if (resp->status == 0) {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: export to %s failed: %s; retrying in "
-                        "%llu ms", e->url, resp.error,
+                        "%llu ms", e->url, resp->error,
                         (unsigned long long) backoff);
             } else {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: collector at %s answered %ld; retrying in "
-                        "%llu ms", e->url, resp.status,
+                        "%llu ms", e->url, resp->status,
                         (unsigned long long) backoff);
             }
         }
@@ -354,115 +379,120 @@ send_head(sp_exporter_t *e, uint64_t now)
     } else {
         drop_batch(e, b);
         if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)
-            || !retryable(resp.status))
+            || !retryable(resp->status))
         {
-            if (resp.status == 0) {
+            if (resp->status == 0) {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: export to %s failed after %u attempts: "
                         "%s; dropping %zu spans", e->url, b->attempts,
-                        resp.error, b->nspans);
+                        resp->error, b->nspans);
             } else {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: collector at %s answered %ld after %u "
-                        "attempts; dropping %zu spans", e->url, resp.status,
+                        "attempts; dropping %zu spans", e->url, resp->status,
                         b->attempts, b->nspans);
             }
         }
         pop_batch(e);
     }
-    sp_buf_free(&resp.body);
 }
 
-static void *
-exporter_thread(void *arg)
+/* Does what is due without blocking; returns when it next has something to
+ * do (monotonic ns). Sets e->finished once stopping and done. */
+static uint64_t
+exporter_step(sp_exporter_t *e)
 {
-    sp_exporter_t  *e = arg;
-    uint64_t        now, wait, deadline, t;
-    struct pollfd   pfd;
-    uint64_t        v;
-    int             stopping, progress;
+    uint64_t  now = sp_mono_ns(), t, deadline;
+    int       stopping, progress;
 
-    e->next_flush = sp_mono_ns() + e->conf.interval_ms * MS;
-    e->next_drain = sp_mono_ns() + SAMPLE_DRAIN_MS * MS;
+    stopping = atomic_load(&e->stopping);
+    deadline = stopping ? atomic_load(&e->deadline) : 0;
 
-    for ( ;; ) {
-        now = sp_mono_ns();
-        stopping = atomic_load(&e->stopping);
-        deadline = stopping ? atomic_load(&e->deadline) : 0;
+    if (sp_http_loop_deadline(e->loop) <= now) {
+        sp_http_loop_io(e->loop, -1, 0);
+    }
 
-        if (e->profiles != NULL && !stopping) {
-            if (now >= sp_profile_export_due(e->profiles)) {
-                sp_profile_export_flush(e->profiles, e->conf.timeout_ms);
-                now = sp_mono_ns();
-            } else if (now >= e->next_drain) {
-                sp_profile_export_drain(e->profiles);
-            }
-            if (now >= e->next_drain) {
-                e->next_drain = now + SAMPLE_DRAIN_MS * MS;
-            }
-        }
-
-        /* Fill pending batches: full batches at once, partial ones when the
-         * interval is due or the process stops. */
-        do {
-            progress = 0;
-            if (e->npending < e->conf.batch_count
-                && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
-                    || now >= e->next_flush || stopping))
-            {
-                progress = encode_batch(e) > 0;
-            }
-        } while (progress);
-        if (now >= e->next_flush) {
-            e->next_flush = now + e->conf.interval_ms * MS;
-        }
-
-        if (e->npending > 0 && (e->batches[e->head].next_try <= now
-                                || stopping))
+    if (e->profiles != NULL) {
+        if (stopping ? !e->profile_flushed
+                     : now >= sp_profile_export_due(e->profiles))
         {
-            if (stopping && now >= deadline) {
-                break;
-            }
-            send_head(e, now);
-            continue;
+            /* The last one goes out with what time is left. */
+            sp_profile_export_flush(e->profiles,
+                                    !stopping ? e->conf.timeout_ms
+                                    : deadline > now + MS
+                                    ? (deadline - now) / MS : 1);
+            e->profile_flushed = stopping;
+            now = sp_mono_ns();
+        } else if (now >= e->next_drain) {
+            sp_profile_export_drain(e->profiles);
         }
+        if (now >= e->next_drain) {
+            e->next_drain = now + SAMPLE_DRAIN_MS * MS;
+        }
+    }
 
-        report_drops(e, now, 0);
-
-        if (stopping && (now >= deadline
-                         || (e->npending == 0
-                             && sp_span_queue_pending(e->queue) == 0)))
+    /* Fill pending batches: full batches at once, partial ones when the
+     * interval is due or the process stops. */
+    do {
+        progress = 0;
+        if (e->npending < e->conf.batch_count
+            && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
+                || now >= e->next_flush || stopping))
         {
+            progress = encode_batch(e) > 0;
+        }
+    } while (progress);
+    if (now >= e->next_flush) {
+        e->next_flush = now + e->conf.interval_ms * MS;
+    }
+
+    /* Files are written at once; a post runs on the loop. */
+    while (e->npending > 0 && !e->sending
+           && (e->batches[e->head].next_try <= now || stopping)
+           && !(stopping && now >= deadline))
+    {
+        send_head(e, now);
+        if (e->file_path == NULL) {
             break;
         }
+    }
 
-        t = stopping ? deadline : e->next_flush;
-        if (e->npending > 0 && e->batches[e->head].next_try < t) {
-            t = e->batches[e->head].next_try;
-        }
-        if (e->profiles != NULL && !stopping && e->next_drain < t) {
+    report_drops(e, now, 0);
+
+    if (stopping
+        && (now >= deadline
+            || (e->npending == 0 && sp_span_queue_pending(e->queue) == 0
+                && !(e->profiles != NULL
+                     && sp_profile_export_busy(e->profiles)))))
+    {
+        e->finished = 1;
+        return now;
+    }
+
+    t = stopping ? deadline : e->next_flush;
+    if (e->npending > 0 && !e->sending && e->batches[e->head].next_try < t) {
+        t = e->batches[e->head].next_try;
+    }
+    if (e->profiles != NULL && !stopping) {
+        if (e->next_drain < t) {
             t = e->next_drain;
         }
-        wait = t > now ? (t - now + MS - 1) / MS : 0;
-        pfd.fd = e->wake_fd;
-        pfd.events = POLLIN;
-        if (poll(&pfd, 1, wait > 60000 ? 60000 : (int) wait) > 0) {
-            if (read(e->wake_fd, &v, sizeof(v)) < 0) {
-                /* EAGAIN: another read took it; nothing to do. */
-            }
+        if (sp_profile_export_due(e->profiles) < t) {
+            t = sp_profile_export_due(e->profiles);
         }
     }
-
-    /* The last profile goes out with what time is left. */
-    if (e->profiles != NULL) {
-        now = sp_mono_ns();
-        deadline = atomic_load(&e->deadline);
-        if (deadline > now + 10 * MS) {
-            sp_profile_export_flush(e->profiles, (deadline - now) / MS);
-        }
+    if (sp_http_loop_deadline(e->loop) < t) {
+        t = sp_http_loop_deadline(e->loop);
     }
+    return t;
+}
 
-    /* Whatever is left could not be sent in time. */
+/* Whatever is left when stopping could not be sent in time. */
+static void
+exporter_finish(sp_exporter_t *e)
+{
+    uint64_t  v;
+
     while (e->npending > 0) {
         drop_batch(e, &e->batches[e->head]);
         pop_batch(e);
@@ -470,7 +500,59 @@ exporter_thread(void *arg)
     v = sp_span_queue_pending(e->queue);
     atomic_fetch_add(&e->spans_dropped_export, v);
     report_drops(e, sp_mono_ns(), 1);
+}
+
+/* Runs the exporter in the calling thread until it is stopped and done. */
+static void
+exporter_loop(sp_exporter_t *e)
+{
+    uint64_t  t, now, wait, v;
+
+    for ( ;; ) {
+        t = exporter_step(e);
+        if (e->finished) {
+            break;
+        }
+        now = sp_mono_ns();
+        wait = t > now ? (t - now + MS - 1) / MS : 0;
+        if (sp_http_loop_poll(e->loop, e->wake_fd, wait)
+            && read(e->wake_fd, &v, sizeof(v)) < 0)
+        {
+            /* EAGAIN: another read took it; nothing to do. */
+        }
+    }
+    exporter_finish(e);
+}
+
+static void *
+exporter_thread(void *arg)
+{
+    sp_exporter_t  *e = arg;
+
+    exporter_loop(e);
     return NULL;
+}
+
+void
+sp_exporter_run(sp_exporter_t *e)
+{
+    uint64_t  t, now;
+
+    if (atomic_load(&e->stopping)) {
+        return;
+    }
+    t = exporter_step(e);
+    now = sp_mono_ns();
+    e->driver.timer(e->driver.data,
+                    t == UINT64_MAX ? UINT64_MAX
+                    : t > now ? (t - now + MS - 1) / MS : 0);
+}
+
+void
+sp_exporter_io(sp_exporter_t *e, int fd, unsigned events)
+{
+    sp_http_loop_io(e->loop, fd, events);
+    sp_exporter_run(e);
 }
 
 /* ---- worker side ------------------------------------------------------- */
@@ -479,9 +561,10 @@ sp_exporter_t *
 sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
 {
     sp_exporter_t  *e;
-    const char     *why;
-    size_t          n, i;
-    int             rc;
+    const char             *why;
+    size_t                  n, i;
+    int                     rc;
+    sp_http_client_conf_t   client_conf;
 
     /* No endpoint: profiles for Pyroscope only, no spans. */
     why = conf->endpoint != NULL ? sp_exporter_endpoint_error(conf->endpoint)
@@ -499,6 +582,10 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     e->wake_fd = -1;
     e->file_fd = -1;
     e->conf = *conf;
+    if (conf->loop != NULL) {
+        e->driver = *conf->loop;
+    }
+    e->conf.loop = NULL;
     if (e->conf.batch_size == 0) {
         e->conf.batch_size = 512;
     }
@@ -558,6 +645,16 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    e->loop = sp_http_loop_new();
+    if (e->loop == NULL) {
+        goto nomem;
+    }
+    client_conf = (sp_http_client_conf_t) {
+        .headers = e->conf.headers,
+        .trusted_certificate = e->trusted_certificate,
+        .connect_timeout_ms = e->conf.connect_timeout_ms,
+        .gzip = e->conf.gzip,
+    };
     if (e->endpoint[0] == '\0') {
         /* no span export */
     } else if (strncmp(e->endpoint, "file://", 7) == 0) {
@@ -578,12 +675,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         if (e->url == NULL || e->profiles_url == NULL) {
             goto nomem;
         }
-        e->http = sp_http_client_new(&(sp_http_client_conf_t) {
-            .headers = e->conf.headers,
-            .trusted_certificate = e->trusted_certificate,
-            .connect_timeout_ms = e->conf.connect_timeout_ms,
-            .gzip = e->conf.gzip,
-        });
+        e->http = sp_http_client_new(e->loop, &client_conf);
         if (e->http == NULL) {
             goto nomem;
         }
@@ -607,8 +699,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             }
         }
         e->profiles = sp_profile_export_new(&(sp_profile_export_conf_t) {
+            .loop = e->loop,
             .otlp_url = e->profiles_url,
-            .otlp_http = e->http,
+            .otlp_http = &client_conf,
             .dir = e->file_path != NULL ? e->endpoint + 7 : NULL,
             .pyroscope_url = e->pyroscope_url,
             .resource = &e->resource,
@@ -619,6 +712,15 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         if (e->profiles == NULL) {
             goto nomem;
         }
+    }
+
+    e->next_flush = sp_mono_ns() + e->conf.interval_ms * MS;
+    e->next_drain = sp_mono_ns() + SAMPLE_DRAIN_MS * MS;
+
+    if (e->driver.timer != NULL) {
+        sp_http_loop_drive(e->loop, e->driver.watch, e->driver.data);
+        sp_exporter_run(e);
+        return e;
     }
 
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -639,7 +741,6 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
 
 nomem:
     snprintf(err, errlen, "out of memory");
-    sp_http_client_free(e->http);
     exporter_free(e);
     return NULL;
 }
@@ -664,9 +765,11 @@ sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
 {
     static const uint64_t  one = 1;
 
-    /* Wake the thread once per full batch, not per span. */
+    /* Wake the exporter once per full batch, not per span. */
     if (sp_span_queue_push(e->queue, span) == e->conf.batch_size) {
-        if (write(e->wake_fd, &one, sizeof(one)) < 0) {
+        if (e->driver.wake != NULL) {
+            e->driver.wake(e->driver.data);
+        } else if (write(e->wake_fd, &one, sizeof(one)) < 0) {
             /* EAGAIN: the counter is saturated, the thread is awake. */
         }
     }
@@ -683,7 +786,16 @@ sp_exporter_stop(sp_exporter_t *e)
     if (e == NULL) {
         return;
     }
-    if (e->running) {
+    if (e->driver.timer != NULL) {
+        /* The event loop lets go; the flush runs here, self-driven. */
+        atomic_store(&e->deadline,
+                     sp_mono_ns() + e->conf.shutdown_timeout_ms * MS);
+        atomic_store(&e->stopping, 1);
+        e->driver.timer(e->driver.data, UINT64_MAX);
+        sp_http_loop_drive(e->loop, NULL, NULL);
+        exporter_loop(e);
+
+    } else if (e->running) {
         atomic_store(&e->deadline,
                      sp_mono_ns() + e->conf.shutdown_timeout_ms * MS);
         atomic_store(&e->stopping, 1);
@@ -724,7 +836,6 @@ sp_exporter_stop(sp_exporter_t *e)
                 (unsigned long long) st.profile_samples,
                 (unsigned long long) st.profiles_failed);
     }
-    sp_http_client_free(e->http);
     if (e->file_fd >= 0) {
         close(e->file_fd);
     }

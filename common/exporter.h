@@ -4,13 +4,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http_loop.h"
 #include "log.h"
 #include "resource.h"
 #include "span.h"
 
-/* One exporter per worker process: a background thread that drains the span
- * queue, batches, encodes and sends. The worker side (span_begin/span_end)
- * never blocks, never does I/O and never allocates.
+/* One exporter per worker process: it drains the span queue, batches,
+ * encodes and sends, never blocking on the network. It runs on a thread of
+ * its own, or on the server's event loop (conf.loop: nginx, whose worker
+ * then stays single-threaded). The request side (span_begin/span_end) never
+ * blocks, never does I/O and never allocates.
  *
  * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
  * protobuf), retried with exponential backoff on 429/502/503/504 and network
@@ -25,7 +28,19 @@
  * pprof) with a file endpoint, and pprof to Pyroscope's {pyroscope}/ingest
  * when pyroscope_url is set. */
 
+/* The server's event loop running the exporter instead of a thread: it
+ * watches the fds watch() names and calls sp_exporter_io when one is
+ * ready, and calls sp_exporter_run when the time last given to timer() has
+ * passed and soon after wake() (a batch is full; called from span_end). */
 typedef struct {
+    void    *data;
+    void   (*watch)(void *data, int fd, unsigned events); /* SP_IO_*; 0: stop */
+    void   (*timer)(void *data, uint64_t ms);   /* UINT64_MAX: none */
+    void   (*wake)(void *data);
+} sp_exporter_loop_t;
+
+typedef struct {
+    const sp_exporter_loop_t *loop;          /* NULL: a thread of its own */
     const char          *endpoint;           /* NULL: profiles only */
     const char *const   *headers;            /* "Name: value", NULL-ended */
     const char          *trusted_certificate;
@@ -65,7 +80,8 @@ const char *sp_exporter_endpoint_error(const char *endpoint);
 
 /* Allocates the queue (room for about batch_size * batch_count spans,
  * SP_SPAN_QUEUE_BYTES_PER_SPAN bytes each: 2 MiB by default) and starts the
- * thread. NULL with err filled on failure. Call in each worker after fork. */
+ * thread, or arms conf.loop's timer. NULL with err filled on failure. Call
+ * in each worker after fork. */
 sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
     size_t errlen);
 
@@ -76,7 +92,13 @@ sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
 sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);
 void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
 
-/* Flushes what is queued within shutdown_timeout_ms, stops and frees. */
+/* With conf.loop: the event loop's calls (see sp_exporter_loop_t). */
+void sp_exporter_run(sp_exporter_t *e);
+void sp_exporter_io(sp_exporter_t *e, int fd, unsigned events);
+
+/* Flushes what is queued within shutdown_timeout_ms, stops and frees.
+ * With conf.loop, the sockets are first handed back (watch(fd, 0)) and the
+ * flush runs in the calling thread. */
 void sp_exporter_stop(sp_exporter_t *e);
 
 void sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st);

@@ -13,11 +13,16 @@
 #define SP_HTTP_MAX_BODY  (64 * 1024)
 
 struct sp_http_client {
+    sp_http_loop_t     *loop;
     CURL               *curl;
     struct curl_slist  *headers;
     int                 gzip;
     sp_buf_t            gz;        /* reused compression buffer */
-    sp_http_response_t *resp;      /* of the request under way */
+    sp_http_response_t  resp;      /* of the transfer under way */
+    sp_http_done_fn     done;      /* non-NULL while one is */
+    void               *done_ud;
+    char                ct[128];   /* its Content-Type header, in front */
+    struct curl_slist   ct_header; /* of the fixed ones */
 };
 
 static size_t
@@ -25,9 +30,9 @@ on_body(char *p, size_t size, size_t n, void *ud)
 {
     sp_http_client_t  *c = ud;
     size_t             len = size * n;
-    size_t             room = SP_HTTP_MAX_BODY - c->resp->body.len;
+    size_t             room = SP_HTTP_MAX_BODY - c->resp.body.len;
 
-    sp_buf_append(&c->resp->body, p, len < room ? len : room);
+    sp_buf_append(&c->resp.body, p, len < room ? len : room);
     return len;
 }
 
@@ -41,7 +46,7 @@ on_header(char *p, size_t size, size_t n, void *ud)
     if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
         v = p + 12;
         vlen = len - 12;
-        c->resp->retry_after_ms = sp_http_parse_retry_after(v, vlen,
+        c->resp.retry_after_ms = sp_http_parse_retry_after(v, vlen,
                                                             time(NULL));
     } else if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
         v = p + 13;
@@ -53,17 +58,17 @@ on_header(char *p, size_t size, size_t n, void *ud)
         while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
             vlen--;
         }
-        if (vlen >= sizeof(c->resp->content_type)) {
-            vlen = sizeof(c->resp->content_type) - 1;
+        if (vlen >= sizeof(c->resp.content_type)) {
+            vlen = sizeof(c->resp.content_type) - 1;
         }
-        memcpy(c->resp->content_type, v, vlen);
-        c->resp->content_type[vlen] = '\0';
+        memcpy(c->resp.content_type, v, vlen);
+        c->resp.content_type[vlen] = '\0';
     }
     return len;
 }
 
 sp_http_client_t *
-sp_http_client_new(const sp_http_client_conf_t *conf)
+sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
 {
     sp_http_client_t   *c;
     const char *const  *h;
@@ -79,6 +84,8 @@ sp_http_client_new(const sp_http_client_conf_t *conf)
         return NULL;
     }
     sp_buf_init(&c->gz);
+    sp_buf_init(&c->resp.body);
+    c->loop = loop;
     c->gzip = conf->gzip;
 
     /* "Expect: 100-continue" would cost a round trip per batch. */
@@ -112,6 +119,7 @@ sp_http_client_new(const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
+    curl_easy_setopt(c->curl, CURLOPT_PRIVATE, c);
     return c;
 }
 
@@ -121,60 +129,83 @@ sp_http_client_free(sp_http_client_t *c)
     if (c == NULL) {
         return;
     }
+    if (c->done != NULL) {
+        curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
+    }
     curl_easy_cleanup(c->curl);
     curl_slist_free_all(c->headers);
     sp_buf_free(&c->gz);
+    sp_buf_free(&c->resp.body);
     free(c);
 }
 
 int
-sp_http_post(sp_http_client_t *c, const char *url, const char *content_type,
-    const void *body, size_t len, uint64_t timeout_ms,
-    sp_http_response_t *resp)
+sp_http_client_post(sp_http_client_t *c, const char *url,
+    const char *content_type, const void *body, size_t len,
+    uint64_t timeout_ms, sp_http_done_fn done, void *ud)
 {
-    char                ct[128];
-    struct curl_slist   ct_header;
-    CURLcode            rc;
-
-    resp->status = 0;
-    resp->retry_after_ms = 0;
-    resp->error[0] = '\0';
-    resp->content_type[0] = '\0';
-    sp_buf_reset(&resp->body);
-    c->resp = resp;
+    if (c->done != NULL) {
+        return -1;
+    }
+    c->resp.status = 0;
+    c->resp.retry_after_ms = 0;
+    c->resp.error[0] = '\0';
+    c->resp.content_type[0] = '\0';
+    sp_buf_reset(&c->resp.body);
 
     if (c->gzip) {
         sp_buf_reset(&c->gz);
         if (sp_gzip_append(body, len, &c->gz) != 0) {
-            snprintf(resp->error, sizeof(resp->error), "gzip failed");
             return -1;
         }
         body = c->gz.data;
         len = c->gz.len;
     }
 
-    /* The per-request Content-Type goes in front of the fixed headers. */
-    snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
-    ct_header.data = ct;
-    ct_header.next = c->headers;
+    snprintf(c->ct, sizeof(c->ct), "Content-Type: %s", content_type);
+    c->ct_header.data = c->ct;
+    c->ct_header.next = c->headers;
 
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
-    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &ct_header);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &c->ct_header);
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
                      (long) (timeout_ms > 0 ? timeout_ms : 1));
 
-    rc = curl_easy_perform(c->curl);
-    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
-    c->resp = NULL;
-    if (rc != CURLE_OK) {
-        snprintf(resp->error, sizeof(resp->error), "%s",
-                 curl_easy_strerror(rc));
+    if (curl_multi_add_handle(sp_http_loop_multi(c->loop), c->curl)
+        != CURLM_OK)
+    {
         return -1;
     }
-    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp->status);
+    c->done = done;
+    c->done_ud = ud;
     return 0;
+}
+
+int
+sp_http_client_busy(const sp_http_client_t *c)
+{
+    return c->done != NULL;
+}
+
+void
+sp_http_client_complete(sp_http_client_t *c, int curl_result)
+{
+    sp_http_done_fn  done = c->done;
+
+    curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
+    c->done = NULL;
+    if (curl_result != CURLE_OK) {
+        c->resp.status = 0;
+        snprintf(c->resp.error, sizeof(c->resp.error), "%s",
+                 curl_easy_strerror((CURLcode) curl_result));
+    } else {
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->resp.status);
+    }
+    if (done != NULL) {
+        done(c->done_ud, &c->resp);
+    }
 }
 
 uint64_t

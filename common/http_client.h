@@ -7,10 +7,13 @@
 
 #include "buf.h"
 
-/* A blocking HTTP/1.1 POST client on libcurl for the exporter thread: one
- * keep-alive connection reused across requests, optional gzip of the body,
- * extra headers, https with the system CAs or a given CA file, connect and
- * total timeouts. */
+#include "http_loop.h"
+
+/* An HTTP/1.1 POST client on libcurl: one transfer at a time, run by an
+ * sp_http_loop (never blocking the caller), keep-alive connections kept by
+ * the loop across transfers, optional gzip of the body, extra headers,
+ * https with the system CAs or a given CA file, connect and total
+ * timeouts. */
 
 typedef struct sp_http_client sp_http_client_t;
 
@@ -29,15 +32,27 @@ typedef struct {
     char      content_type[64];
 } sp_http_response_t;
 
-sp_http_client_t *sp_http_client_new(const sp_http_client_conf_t *conf);
+/* Called once per post, from the loop, with the outcome: resp->status 0
+ * on a network error or timeout (resp->error says which). resp belongs to
+ * the client and is valid during the call; the callback may post again. */
+typedef void (*sp_http_done_fn)(void *ud, const sp_http_response_t *resp);
+
+sp_http_client_t *sp_http_client_new(sp_http_loop_t *loop,
+    const sp_http_client_conf_t *conf);
+/* Abandons a transfer under way (its callback is not called). */
 void sp_http_client_free(sp_http_client_t *c);
 
-/* POSTs body to url within timeout_ms; fills resp (whose body buffer the
- * caller owns and frees with sp_buf_free). Returns 0 when an HTTP status was
- * received (any status), -1 on a network error or timeout. */
-int sp_http_post(sp_http_client_t *c, const char *url,
+/* Starts POSTing body to url, all done within timeout_ms. body and url
+ * must stay as they are until done is called. Returns -1 when a transfer
+ * is already under way or it cannot start (then done is not called). */
+int sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
-    uint64_t timeout_ms, sp_http_response_t *resp);
+    uint64_t timeout_ms, sp_http_done_fn done, void *ud);
+
+int sp_http_client_busy(const sp_http_client_t *c);
+
+/* For http_loop.c: the transfer ended with this CURLcode. */
+void sp_http_client_complete(sp_http_client_t *c, int curl_result);
 
 /* Parses a Retry-After value (delta-seconds or an HTTP date). */
 uint64_t sp_http_parse_retry_after(const char *v, size_t len, time_t now);

@@ -25,10 +25,13 @@ struct sp_profile_export {
     sp_profile_export_conf_t  conf;
     sp_profile_builder_t     *builder;
     sp_symbolizer_t          *symbolizer;
+    sp_http_client_t         *otlp;
     sp_http_client_t         *pyroscope;
     sp_arena_t                arena;
-    sp_buf_t                  body;
+    sp_buf_t                  otlp_body;     /* each kept until sent */
+    sp_buf_t                  body;          /* pprof */
     sp_buf_t                  form;
+    char                     *pyroscope_req; /* its URL, until sent */
     uint64_t                  start_ns;      /* wall clock */
     uint64_t                  due;           /* monotonic */
     uint64_t                  last_error_log;
@@ -46,22 +49,27 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
     pe->conf = *c;
     pe->builder = sp_profile_builder_new();
     pe->symbolizer = sp_symbolizer_new();
+    sp_buf_init(&pe->otlp_body);
+    sp_buf_init(&pe->body);
+    sp_buf_init(&pe->form);
+    if (c->otlp_url != NULL) {
+        /* A connection of its own, so a profile never waits behind spans. */
+        pe->otlp = sp_http_client_new(c->loop, c->otlp_http);
+    }
     if (c->pyroscope_url != NULL) {
-        /* Its own connection: the collector's headers and gzip setting are
-         * not Pyroscope's. */
-        pe->pyroscope = sp_http_client_new(&(sp_http_client_conf_t) {
+        /* The collector's headers and gzip setting are not Pyroscope's. */
+        pe->pyroscope = sp_http_client_new(c->loop, &(sp_http_client_conf_t) {
             .connect_timeout_ms = 2000,
         });
     }
     if (pe->builder == NULL || pe->symbolizer == NULL
+        || (c->otlp_url != NULL && pe->otlp == NULL)
         || (c->pyroscope_url != NULL && pe->pyroscope == NULL))
     {
         sp_profile_export_free(pe);
         return NULL;
     }
     sp_arena_init(&pe->arena, 256 * 1024);
-    sp_buf_init(&pe->body);
-    sp_buf_init(&pe->form);
     pe->start_ns = sp_now_ns();
     pe->due = sp_mono_ns() + c->interval_ms * MS;
     return pe;
@@ -75,10 +83,13 @@ sp_profile_export_free(sp_profile_export_t *pe)
     }
     sp_profile_builder_free(pe->builder);
     sp_symbolizer_free(pe->symbolizer);
+    sp_http_client_free(pe->otlp);
     sp_http_client_free(pe->pyroscope);
     sp_arena_free(&pe->arena);
+    sp_buf_free(&pe->otlp_body);
     sp_buf_free(&pe->body);
     sp_buf_free(&pe->form);
+    free(pe->pyroscope_req);
     free(pe);
 }
 
@@ -118,26 +129,49 @@ fail(sp_profile_export_t *pe, const char *fmt, const char *a, const char *b)
     }
 }
 
-static int
+static void
+posted(sp_profile_export_t *pe, const char *url,
+    const sp_http_response_t *resp)
+{
+    char  status[32];
+
+    if (resp->status >= 200 && resp->status < 300) {
+        pe->exported++;
+        return;
+    }
+    snprintf(status, sizeof(status), "status %ld", resp->status);
+    fail(pe, "profile export to %s failed: %s", url,
+         resp->status ? status : resp->error);
+}
+
+static void
+posted_otlp(void *ud, const sp_http_response_t *resp)
+{
+    sp_profile_export_t  *pe = ud;
+
+    posted(pe, pe->conf.otlp_url, resp);
+}
+
+static void
+posted_pyroscope(void *ud, const sp_http_response_t *resp)
+{
+    sp_profile_export_t  *pe = ud;
+
+    posted(pe, pe->conf.pyroscope_url, resp);
+}
+
+static void
 post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
     const char *content_type, const sp_buf_t *body, uint64_t timeout_ms)
 {
-    sp_http_response_t  resp;
-    char                status[32];
-    int                 ok;
-
-    memset(&resp, 0, sizeof(resp));
-    sp_buf_init(&resp.body);
-    sp_http_post(http, url, content_type, body->data, body->len, timeout_ms,
-                 &resp);
-    ok = resp.status >= 200 && resp.status < 300;
-    if (!ok) {
-        snprintf(status, sizeof(status), "status %ld", resp.status);
-        fail(pe, "profile export to %s failed: %s", url,
-             resp.status ? status : resp.error);
+    if (sp_http_client_post(http, url, content_type, body->data, body->len,
+                            timeout_ms,
+                            http == pe->otlp ? posted_otlp : posted_pyroscope,
+                            pe) != 0)
+    {
+        fail(pe, "profile export to %s failed: cannot start the request%s",
+             url, "");
     }
-    sp_buf_free(&resp.body);
-    return ok ? 0 : -1;
 }
 
 static void
@@ -172,6 +206,7 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     static const char  boundary[] = "spanprof-7d1c2a9e4b";
     const char        *service = sp_resource_get(p->resource, "service.name");
     char              *name, *url;
+    char               ct[96];
     char               app[512];
     size_t             len;
 
@@ -179,7 +214,11 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     snprintf(app, sizeof(app), "%s{service_name=%s}",
              service ? service : "spanprof", service ? service : "spanprof");
     name = curl_easy_escape(NULL, app, 0);
-    if (name == NULL) {
+    if (name == NULL || sp_http_client_busy(pe->pyroscope)) {
+        curl_free(name);
+        fail(pe, "profile export to %s skipped: %s", pe->conf.pyroscope_url,
+             name == NULL ? "out of memory" : "the last one is still being "
+             "sent");
         return;
     }
     len = strlen(pe->conf.pyroscope_url) + strlen(name) + 160;
@@ -201,15 +240,12 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     sp_buf_append(&pe->form, pe->body.data, pe->body.len);
     sp_buf_appendf(&pe->form, "\r\n--%s--\r\n", boundary);
 
+    free(pe->pyroscope_req);
+    pe->pyroscope_req = url;
     if (!sp_buf_failed(&pe->form)) {
-        char  ct[96];
-
         snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%s", boundary);
-        if (post(pe, pe->pyroscope, url, ct, &pe->form, timeout_ms) == 0) {
-            pe->exported++;
-        }
+        post(pe, pe->pyroscope, url, ct, &pe->form, timeout_ms);
     }
-    free(url);
 }
 
 void
@@ -232,14 +268,17 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
-            if (pe->conf.otlp_url != NULL) {
-                sp_buf_reset(&pe->body);
-                if (sp_otlp_profiles_encode(&pe->arena, &p, &pe->body) == 0
-                    && post(pe, pe->conf.otlp_http, pe->conf.otlp_url,
-                            "application/x-protobuf", &pe->body,
-                            timeout_ms) == 0)
+            if (pe->otlp != NULL && sp_http_client_busy(pe->otlp)) {
+                fail(pe, "profile export to %s skipped: the last one is "
+                     "still being sent%s", pe->conf.otlp_url, "");
+            } else if (pe->otlp != NULL) {
+                sp_buf_reset(&pe->otlp_body);
+                if (sp_otlp_profiles_encode(&pe->arena, &p, &pe->otlp_body)
+                    == 0)
                 {
-                    pe->exported++;
+                    post(pe, pe->otlp, pe->conf.otlp_url,
+                         "application/x-protobuf", &pe->otlp_body,
+                         timeout_ms);
                 }
                 sp_arena_reset(&pe->arena);
             }
@@ -261,6 +300,13 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
     sp_profile_builder_reset(pe->builder);
     pe->start_ns = end;
     pe->due = sp_mono_ns() + pe->conf.interval_ms * MS;
+}
+
+int
+sp_profile_export_busy(const sp_profile_export_t *pe)
+{
+    return (pe->otlp != NULL && sp_http_client_busy(pe->otlp))
+           || (pe->pyroscope != NULL && sp_http_client_busy(pe->pyroscope));
 }
 
 void

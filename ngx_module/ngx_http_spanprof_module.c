@@ -963,6 +963,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ngx_keyval_t                   *kv;
     sp_resource_t                   res;
     sp_exporter_conf_t              ec;
+    sp_exporter_loop_t              loop;
     ngx_http_conf_ctx_t            *http;
     ngx_http_spanprof_main_conf_t  *mcf;
 
@@ -1014,7 +1015,11 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         headers[i] = ((const char **) mcf->headers->elts)[i];
     }
 
+    /* The exporter runs on this worker's event loop, not a thread. */
+    ngx_http_spanprof_exporter_loop(cycle, &loop);
+
     ngx_memzero(&ec, sizeof(sp_exporter_conf_t));
+    ec.loop = &loop;
     ec.endpoint = mcf->endpoint.len ? (const char *) mcf->endpoint.data : NULL;
     ec.headers = headers;
     ec.trusted_certificate = mcf->trusted_certificate.len
@@ -1071,6 +1076,9 @@ ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
     ngx_http_spanprof_profiling_stop(cycle);
 
     ngx_http_spanprof_exporter = NULL;
-    sp_exporter_stop(e);
+    if (e != NULL) {
+        sp_exporter_stop(e);
+        ngx_http_spanprof_exporter_loop_done();
+    }
     sp_process_context_drop();
 }

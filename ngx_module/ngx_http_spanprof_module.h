@@ -6,6 +6,7 @@
  * ngx_http_spanprof_variables.c  $otel_* variables
  * ngx_http_spanprof_profiling.c  the sampler in each worker and the binding
  *                                of requests to the worker's CPU samples
+ * ngx_http_spanprof_exporter.c   the exporter on the worker's event loop
  */
 
 #ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
@@ -144,6 +145,10 @@ void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
 ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     ngx_http_spanprof_main_conf_t *mcf);
 void ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle);
+
+void ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle,
+    sp_exporter_loop_t *loop);
+void ngx_http_spanprof_exporter_loop_done(void);
 
 /* The worker thread's profile labels (its otel_thread_ctx_v1), by
  * address: all request code runs on that thread, and a TLS access from a

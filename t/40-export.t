@@ -3,7 +3,8 @@
 # Content-Type application/x-protobuf, configured headers on every request,
 # batch_size respected, one ResourceSpans/ScopeSpans per request, every span
 # delivered exactly once; compression gzip; an endpoint with a base path;
-# the default service name.
+# the default service name; export (spans and profiles) on the worker's own
+# event loop, the worker keeping a single thread.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -103,6 +104,41 @@ EOF
         like $q->{headers}{'content-type'} // '', qr{^application/x-protobuf$}i, "$d: Content-Type";
         is $q->{headers}{'x-token'}, 'abc', "$d: X-Token header";
     }
+    check_log_convention($ngx);
+};
+
+subtest 'the worker keeps a single thread while exporting' => sub {
+    plan skip_all => 'needs the burn test module' unless -f burn_module_path();
+    my $recv = start_receiver();
+    my $ngx  = start_nginx(receiver => $recv, burn => 1, conf => <<'EOF');
+otel_exporter {
+    endpoint %%RECEIVER%%;
+    interval 100ms;
+    batch_size 3;
+}
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    location /burn { spanprof_burn alpha 30; }
+    location / { return 200 "ok\n"; }
+}
+EOF
+    http_get($ngx->port, "/t/$_") for 1 .. 7;
+    http_get($ngx->port, '/burn') for 1 .. 3;
+    my @spans = wait_for_spans($recv, 10, 15);
+    is scalar @spans, 10, 'all 10 spans arrived' or diag $recv->summary;
+    my $profiles = wait_until(15, sub {
+        http_get($ngx->port, '/burn');
+        scalar grep { $_->{path} eq '/v1development/profiles' } $recv->requests;
+    });
+    ok $profiles, 'an OTLP profile arrived too';
+    my ($worker) = $ngx->worker_pids;
+    opendir(my $d, "/proc/$worker/task") or die "/proc/$worker/task: $!";
+    my @tasks = grep { /^\d+$/ } readdir $d;
+    is scalar @tasks, 1, "worker $worker has one thread (no exporter thread)";
     check_log_convention($ngx);
 };
 

@@ -2,8 +2,9 @@
 # Export failures: 503s then success (retried, nothing lost), Retry-After
 # honoured, 400 (logged, not retried), partial success (rejected count
 # logged), an undecodable 200 answer, a collector that hangs past the
-# request timeout (retried), and a collector that is down (requests still
-# served, errors logged, bounded memory).
+# request timeout (retried), a collector that never answers (requests are
+# not held up: the export runs on the worker's event loop), and a collector
+# that is down (requests still served, errors logged, bounded memory).
 use strict;
 use warnings;
 use lib 't/lib';
@@ -145,6 +146,25 @@ subtest 'collector hangs past the request timeout: retried' => sub {
     ok $acc && grep({ ($_->{attrs}{'url.path'} // '') eq '/hang/1' } request_spans($recv, $acc)),
         'the span arrived in an accepted request' or diag $recv->summary;
     ok $acc && $acc->{time} - $reqs[0]{time} >= 0.4, 'retried after the 500ms timeout';
+    healthy($ngx, \@w);
+};
+
+subtest 'a collector that never answers does not hold up requests' => sub {
+    my $recv = start_receiver(script => 'hang', default => 'hang');
+    my $ngx  = start_nginx(receiver => $recv, conf => conf('timeout 30s;'));
+    my @w = $ngx->worker_pids;
+    http_get($ngx->port, "/stall/$_") for 1 .. 3;
+    ok wait_until(10, sub { $recv->requests >= 1 }), 'an export request is hanging';
+    my ($ok, $t0) = (0, time);
+    for my $i (1 .. 100) {
+        $ok++ if http_get($ngx->port, "/during/$i")->{status} == 200;
+    }
+    my $took = time - $t0;
+    is $ok, 100, 'all 100 requests answered 200';
+    # A worker waiting on the collector would take the 30 s timeout.
+    ok $took < 10, sprintf('in %.2f s, while the export hangs', $took);
+    is scalar(grep { $_->{action} eq 'hang' } $recv->requests), scalar($recv->requests),
+        'no export request was answered meanwhile';
     healthy($ngx, \@w);
 };
 

@@ -1,0 +1,47 @@
+#ifndef SP_HTTP_LOOP_H
+#define SP_HTTP_LOOP_H
+
+#include <stdint.h>
+
+/* The exporter's HTTP transfers, all on one libcurl multi handle, never
+ * blocking: libcurl says which sockets it waits on and when it next wants a
+ * call, and someone runs it. Either the loop polls itself
+ * (sp_http_loop_poll: the exporter thread, or a final flush at exit), or a
+ * server's event loop watches those sockets (sp_http_loop_drive, then
+ * sp_http_loop_io on readiness and at sp_http_loop_deadline).
+ * Transfers (http_client.h) complete through their callbacks, called from
+ * sp_http_loop_io and sp_http_loop_poll only. One thread at a time. */
+
+#define SP_IO_IN   1u
+#define SP_IO_OUT  2u
+
+typedef struct sp_http_loop sp_http_loop_t;
+
+/* Watch fd for the SP_IO_* in events, or stop watching it (events 0). */
+typedef void (*sp_http_watch_fn)(void *ud, int fd, unsigned events);
+
+sp_http_loop_t *sp_http_loop_new(void);
+/* Transfers still under way are abandoned (their clients freed first). */
+void sp_http_loop_free(sp_http_loop_t *l);
+
+/* Hands the sockets to a server's event loop (fn called at once for those
+ * already open), or takes them back (fn NULL: the old watcher is told to
+ * stop watching each). */
+void sp_http_loop_drive(sp_http_loop_t *l, sp_http_watch_fn fn, void *ud);
+
+/* Monotonic ns at which libcurl wants sp_http_loop_io(l, -1, 0) (its
+ * timeouts, connection progress); UINT64_MAX: no such time. */
+uint64_t sp_http_loop_deadline(const sp_http_loop_t *l);
+
+/* Progress on fd (ready for SP_IO_* events), or on time (fd -1). */
+void sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events);
+
+/* Self-driven: waits up to timeout_ms (or libcurl's deadline, if sooner)
+ * for the sockets and for extra_fd (-1: none) and makes progress. Returns
+ * 1 when extra_fd became readable. */
+int sp_http_loop_poll(sp_http_loop_t *l, int extra_fd, uint64_t timeout_ms);
+
+/* For http_client.c. */
+void *sp_http_loop_multi(sp_http_loop_t *l);
+
+#endif
