@@ -281,7 +281,8 @@ p "## How it was run", "",
   "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
   "- starts five nginx instances, one per configuration, each `worker_processes 1`, with",
   "  `taskset -c 1 /usr/sbin/nginx -p DIR/ -c DIR/nginx.conf -e DIR/error.log` (master and",
-  "  worker on CPU 1; the exporter thread is in the worker, so it shares that CPU);",
+  "  worker on CPU 1; the exporter runs on the worker's own event loop, no thread of its own,",
+  "  so its CPU is part of the worker's);",
   "- starts `taskset -c 0 build/bench/receiver --port P` for C and D: an epoll HTTP/1.1",
   "  server that answers every request `200` with an empty body and counts the spans of",
   "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
@@ -309,7 +310,7 @@ my $secs = $meta{elapsed} // 0;
 p "$meta{rounds} rounds × $meta{duration} s per configuration and workload, `wrk -t1 -c$meta{conns}`; the interleaved runs took ${secs} s.", "";
 for my $wl (@wls) {
     p "### $wl: $wdesc{$wl}", "",
-      "| Config | req/s median | (min–max) | ratio vs A | worker CPU µs/req median (min–max) | Δ vs A | of which exporter thread | RSS after run (median; max seen) | spans received / expected | errors |",
+      "| Config | req/s median | (min–max) | ratio vs A | worker CPU µs/req median (min–max) | Δ vs A | of which other threads | RSS after run (median; max seen) | spans received / expected | errors |",
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
     for my $c (@cfgs) {
         my $s = $S{$wl}{$c} or next;
@@ -322,7 +323,7 @@ if (@e_series) {
 }
 p "Every run, as measured (`build/bench/run/results.tsv`):", "",
   "<details><summary>" . scalar(@rows) . " runs</summary>", "",
-  "| workload | config | round | req/s | requests | CPU µs/req | exporter thread µs/req | RSS kB | spans | expected | errors |",
+  "| workload | config | round | req/s | requests | CPU µs/req | other threads µs/req | RSS kB | spans | expected | errors |",
   "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
 for my $r (@rows) {
     p sprintf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %d | %s | %s | %d |", $r->{workload}, $r->{cfg}, $r->{round},
@@ -357,7 +358,7 @@ p "## Encoding alone", "",
   "(12 attributes, with a user agent). *build*: building one span straight to the protobuf wire",
   "format and writing it into the span queue, as the request thread does at the log phase",
   "(ids and clock included). *batch*: 8192 queued spans put into requests of `batch` spans (arena",
-  "reset and output buffer reused per batch), as the exporter thread does; the JSON rows are the",
+  "reset and output buffer reused per batch), as the exporter does; the JSON rows are the",
   "file exporter's. 2 s per case, on CPU 1.", "",
   "| Step | thread | batch | spans/s | ns/span | bytes/span |", "| --- | --- | ---: | ---: | ---: | ---: |";
 my %enc_name = (build => ['build + queue (`common/span.c`, `span_queue.c`)', 'request'],
@@ -372,7 +373,8 @@ p "";
 if ($post) {
     p "Sending alone: `encode_bench --post` POSTs one encoded batch of $post->{batch} spans",
       "($post->{bytes_per_span} bytes a span) to `build/bench/receiver` again and again through",
-      "`common/http_client.c` (libcurl, keep-alive), as the exporter thread does, on CPU 1 with",
+      "`common/http_client.c` on `common/http_loop.c` (libcurl multi, keep-alive), as the exporter",
+      "does, on CPU 1 with",
       "the receiver on CPU 0. CPU time of the sending thread per span:",
       sprintf("**%.0f ns user + %.0f ns system = %.0f ns**.", $post->{user_ns_per_span},
               $post->{sys_ns_per_span}, $post->{user_ns_per_span} + $post->{sys_ns_per_span}), "";

@@ -188,6 +188,9 @@ ngx_http_spanprof_exporter_io_handler(ngx_event_t *ev)
 {
     ngx_connection_t  *c = ev->data;
 
+    /* Also called, not ready, by worker_shutdown_timeout's closing of all
+     * connections: libcurl takes a readiness that is not there in its
+     * stride, and closes its sockets itself, at exit. */
     if (ngx_http_spanprof_exporter != NULL) {
         /* May unwatch and free c. */
         sp_exporter_io(ngx_http_spanprof_exporter, (int) c->fd,
