@@ -13,6 +13,10 @@
 #define PAD        2u
 #define LEN_MASK   (~(uint64_t) 7)
 
+/* An empty ring is rewound to its start once this far in (or half way, in
+ * a smaller ring). */
+#define REWIND_MIN  (64 * 1024)
+
 static inline _Atomic uint64_t *
 word_at(sp_record_ring_t *r, uint64_t pos)
 {
@@ -54,6 +58,7 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
 {
     uint64_t  total = HDR + ((len + 7) & ~(size_t) 7);
     uint64_t  cap = r->mask + 1, h, t, off, contig, need;
+    int       rewind;
 
     /* A record plus the padding before it always fits an empty ring. */
     if (total > cap / 2) {
@@ -64,8 +69,13 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
     for ( ;; ) {
         off = h & r->mask;
         contig = cap - off;
-        need = total <= contig ? total : contig + total;
         t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        /* An empty ring far into its buffer starts again at the beginning:
+         * while the consumer keeps up, producers rewrite the same (cached)
+         * bytes instead of walking the whole buffer. */
+        rewind = h == t && off >= total
+                 && off >= (cap / 2 < REWIND_MIN ? cap / 2 : REWIND_MIN);
+        need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
             atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
             return NULL;
@@ -76,7 +86,17 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
             break;
         }
     }
-    if (need != total) {
+    if (rewind) {
+        /* Nothing to read or release before the start: the tail moves
+         * there at once. The consumer has no record to release now (the
+         * ring was empty when the head moved), so it does not write the
+         * tail meanwhile; the skipped bytes were never written this round
+         * and stay zero. Until this store a producer may see the skipped
+         * bytes as taken, which costs room only when the records reserved
+         * in that window add up to more than REWIND_MIN. */
+        atomic_store_explicit(&r->tail, h + contig, memory_order_release);
+        h += contig;
+    } else if (need != total) {
         /* The tail end of the buffer becomes a committed padding record. */
         atomic_store_explicit(word_at(r, h), contig | PAD | COMMITTED,
                               memory_order_release);

@@ -110,7 +110,8 @@ main(void)
     int               in_order = 1, whole = 1;
     size_t            n, k, pushed;
     uintptr_t         t;
-    void             *a, *c, *recs[8];
+    void             *a, *c, *prev, *recs[8];
+    int               wraps = 0;
 
     q = sp_span_queue_create(4);
     ok(q != NULL, "queue created");
@@ -169,21 +170,54 @@ main(void)
     ok(recs[0] == a && recs[1] == c, "in reservation order");
     sp_record_ring_release(&r, 2);
 
-    /* Wrapping: a record that does not fit the end goes to the start,
-     * behind a padding record the consumer skips. */
+    /* Wrapping: with a record always outstanding (the ring is never empty
+     * at a reservation), a record that does not fit the end goes to the
+     * start, behind a padding record the consumer skips. */
+    prev = NULL;
     for (i = 0; i < 200; i++) {
-        a = sp_record_ring_reserve(&r, 24 + (i * 56) % 1500);
+        a = sp_record_ring_reserve(&r, 24 + (i * 56) % 1000);
         ok(a != NULL && ((uintptr_t) a & 7) == 0, "record %d: 8-byte aligned",
            (int) i);
+        wraps += prev != NULL && (unsigned char *) a < (unsigned char *) prev;
         memset(a, (int) i, 24);
         sp_record_ring_commit(&r, a);
         n = sp_record_ring_peek(&r, recs, 8);
         is_int(n, 1, "record %d: one record back, padding skipped", (int) i);
         ok(n == 1 && recs[0] == a && ((unsigned char *) a)[23] == (i & 0xff),
            "record %d: the same bytes", (int) i);
-        sp_record_ring_release(&r, n);
+        if (prev != NULL) {
+            sp_record_ring_release(&r, 1);      /* the one before */
+        }
+        prev = a;
     }
+    sp_record_ring_release(&r, 1);
+    ok(wraps >= 10, "the records went round the ring (%d times)", wraps);
     is_int(sp_record_ring_pending(&r), 0, "ring empty after the wraps");
+
+    /* An empty ring half way into its buffer starts again at the
+     * beginning (hot in the cache); the bytes it skips were never written
+     * this round and stay zero. */
+    for (k = 0; k < 8 && (atomic_load(&r.head) & r.mask) < 2048; k++) {
+        a = sp_record_ring_reserve(&r, 392);
+        memset(a, 0xab, 392);
+        sp_record_ring_commit(&r, a);
+    }
+    is_int(sp_record_ring_peek(&r, recs, 8), k, "records up to half way");
+    sp_record_ring_release(&r, k);
+    ok((atomic_load(&r.head) & r.mask) >= 2048, "the ring is empty past half way");
+    a = sp_record_ring_reserve(&r, 100);
+    ok(a == (void *) (r.buf + 8), "the next record is at the start of the buffer");
+    is_int(sp_record_ring_room(&r), 4096 - 112, "and the whole ring is free but it");
+    memset(a, 0xef, 100);
+    sp_record_ring_commit(&r, a);
+    is_int(sp_record_ring_peek(&r, recs, 8), 1, "one record back");
+    ok(recs[0] == a, "that one");
+    sp_record_ring_release(&r, 1);
+    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
+        whole &= r.buf[k] == 0;
+    }
+    ok(whole, "every released byte is zero again");
+    whole = 1;
     sp_record_ring_free(&r);
 
     /* Concurrent producers of every size, across many wraps. */
