@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-/* A bump allocator for the exporter thread's encoders: protobuf-c message
+/* A bump allocator for the exporter's encoders: protobuf-c message
  * trees are built in it and thrown away at once with sp_arena_reset, which
  * keeps the memory for the next batch. */
 

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A growable byte buffer for the exporter thread (encoders, HTTP bodies).
+/* A growable byte buffer for the exporter (encoders, HTTP bodies).
  * Never used on a worker's request path. After a failed allocation the
  * buffer is marked failed, further appends are ignored and sp_buf_failed()
  * says so, so encoders can append freely and check once at the end. */

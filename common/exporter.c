@@ -416,6 +416,8 @@ exporter_step(sp_exporter_t *e)
         if (stopping ? !e->profile_flushed
                      : now >= sp_profile_export_due(e->profiles))
         {
+            uint64_t  t0 = now;
+
             /* The last one goes out with what time is left. */
             sp_profile_export_flush(e->profiles,
                                     !stopping ? e->conf.timeout_ms
@@ -423,6 +425,10 @@ exporter_step(sp_exporter_t *e)
                                     ? (deadline - now) / MS : 1);
             e->profile_flushed = stopping;
             now = sp_mono_ns();
+            /* On nginx this time is taken from the worker's event loop. */
+            sp_logf(&e->conf.log, SP_LOG_DEBUG,
+                    "spanprof: profile built, encoded and handed over in "
+                    "%llu us", (unsigned long long) ((now - t0) / 1000));
         } else if (now >= e->next_drain) {
             sp_profile_export_drain(e->profiles);
         }

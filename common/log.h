@@ -3,7 +3,7 @@
 
 /* Logging from common/ goes through a callback the server glue provides, so
  * lines land in nginx's error_log or httpd's ErrorLog. The callback may be
- * called from the exporter thread. */
+ * called from the exporter's own thread (where it has one). */
 
 enum { SP_LOG_ERR = 0, SP_LOG_WARN = 1, SP_LOG_INFO = 2, SP_LOG_DEBUG = 3 };
 

@@ -1,5 +1,5 @@
 /* OTLP/JSON encoder: walks protobuf-c descriptors, so it serves every OTLP
- * message without per-type code. Runs on the exporter thread only. */
+ * message without per-type code. Runs on the exporter only. */
 
 #include <math.h>
 #include <stdio.h>

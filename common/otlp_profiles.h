@@ -7,7 +7,7 @@
 
 /* A profile to an OTLP ExportProfilesServiceRequest (opentelemetry-proto
  * v1.11.0, profiles/v1development), protobuf binary, for
- * POST /v1development/profiles. Runs on the exporter thread; the message
+ * POST /v1development/profiles. Runs on the exporter; the message
  * tree is built in `a` (the caller resets it after).
  *
  * The request holds the ProfilesDictionary (every table with its index-0

@@ -11,7 +11,7 @@
 
 /* Encoded spans (queue records) to an OTLP ExportTraceServiceRequest: one
  * ResourceSpans with our resource, one ScopeSpans with scope
- * spanprof/<version>. Runs on the exporter thread; the resource and scope
+ * spanprof/<version>. Runs on the exporter; the resource and scope
  * are built in `a` (the caller resets it after). Both return 0, or -1 on
  * allocation failure. */
 

@@ -1,6 +1,6 @@
 /*
  * ExportTraceServiceRequest written to the protobuf wire format from spans
- * that are already encoded: this is the exporter thread's hot loop (it runs
+ * that are already encoded: this is the exporter's hot loop (it runs
  * on the worker's core), so per span it is one copy. Field numbers are
  * those of proto/opentelemetry/proto/collector/trace/v1/trace_service.proto
  * and trace/v1/trace.proto; the tests decode what it writes with protoc.

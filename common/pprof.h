@@ -7,7 +7,7 @@
 
 /* A profile to a pprof perftools.profiles.Profile (the format of
  * `go tool pprof` and of Pyroscope's /ingest?format=pprof). Runs on the
- * exporter thread; the message tree is built in `a` (the caller resets it
+ * exporter; the message tree is built in `a` (the caller resets it
  * after).
  *
  * sample_type [samples/count, cpu/nanoseconds], values [count,

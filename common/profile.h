@@ -9,7 +9,7 @@
 
 /* One CPU profile of one process over one interval, aggregated and
  * symbolized, ready for the encoders (pprof, OTLP profiles). Built on the
- * exporter thread. Tables are indexed from 0; the encoders add whatever
+ * exporter. Tables are indexed from 0; the encoders add whatever
  * index-0 sentinels their format wants. Strings are owned by the profile
  * (or by the symbolizer, which outlives it). */
 

@@ -14,7 +14,7 @@
  * it saves errno, guards against re-entry, reads the thread's OTEP 4947
  * record, unwinds with libunwind over a lock-free loader snapshot, and writes
  * (time, weight, labels, frames) into a preallocated lock-free ring; a full
- * ring drops and counts the sample. The exporter thread drains the ring. */
+ * ring drops and counts the sample. The exporter drains the ring. */
 
 #define SP_SAMPLER_MAX_DEPTH  256
 

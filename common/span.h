@@ -8,7 +8,7 @@
 #include "wire.h"
 
 /* A span as the worker builds it: written straight to the protobuf wire
- * format as it goes, so that what reaches the exporter thread is already
+ * format as it goes, so that what reaches the exporter is already
  * encoded and batching is a copy. Span attributes are appended to wire[] as
  * encoded Span.attributes fields; the name, tracestate and status message
  * wait in text[], and events (rare: one per retried upstream attempt) with

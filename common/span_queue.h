@@ -10,7 +10,7 @@
  * records: a record ring (record_ring.h) holding each span already encoded.
  * Producers never block, lock or allocate: a push writes the encoded span
  * straight into the ring, or drops and counts it when there is no room.
- * The consumer (the exporter thread) reads committed spans in order and
+ * The consumer (the exporter) reads committed spans in order and
  * releases them. */
 
 /* The bytes a span is budgeted in the queue: a typical encoded server span

@@ -43,7 +43,8 @@ ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle, sp_exporter_loop_t *loop)
     ngx_memzero(ev, sizeof(ngx_event_t));
     ev->handler = ngx_http_spanprof_exporter_run_handler;
     ev->log = cycle->log;
-    ev->data = ev;
+    /* No data: profiling's event wrapper then knows it is no request's. */
+    ev->data = NULL;
     /* A graceful shutdown does not wait for it: exit_process flushes. */
     ev->cancelable = 1;
 
@@ -51,7 +52,7 @@ ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle, sp_exporter_loop_t *loop)
     ngx_memzero(ev, sizeof(ngx_event_t));
     ev->handler = ngx_http_spanprof_exporter_run_handler;
     ev->log = cycle->log;
-    ev->data = ev;
+    ev->data = NULL;
 
     ngx_memzero(ngx_http_spanprof_exporter_conns,
                 sizeof(ngx_http_spanprof_exporter_conns));

@@ -928,7 +928,7 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
 
 /* ---- worker process ------------------------------------------------------ */
 
-/* Lines from common/, possibly from the exporter thread. */
+/* Lines from common/ (all on the worker's thread: no exporter thread). */
 static void
 ngx_http_spanprof_log(void *ud, int level, const char *msg)
 {

@@ -263,8 +263,8 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
 
     sc.rate_hz = (unsigned) mcf->profiling_rate;
     sc.max_depth = (unsigned) mcf->profiling_max_depth;
-    /* A few seconds of samples at the full rate: the exporter thread
-     * drains the ring every 200 ms. */
+    /* A few seconds of samples at the full rate: the exporter drains the
+     * ring every 200 ms. */
     sc.ring_capacity = 4 * mcf->profiling_rate < 1024
                        ? 1024 : 4 * mcf->profiling_rate;
 
