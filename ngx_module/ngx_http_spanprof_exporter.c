@@ -25,6 +25,11 @@ static void ngx_http_spanprof_exporter_run_handler(ngx_event_t *ev);
 static void ngx_http_spanprof_exporter_io_handler(ngx_event_t *ev);
 
 
+/* The events' data, as nginx's cache manager does: debug logging of timers
+ * reads a connection's fd from it, and profiling's event wrapper finds no
+ * request in it. */
+static ngx_connection_t   ngx_http_spanprof_exporter_dummy;
+
 static ngx_event_t        ngx_http_spanprof_exporter_timer_ev;
 static ngx_event_t        ngx_http_spanprof_exporter_wake_ev;
 static ngx_connection_t  *ngx_http_spanprof_exporter_conns[
@@ -39,12 +44,14 @@ ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle, sp_exporter_loop_t *loop)
 
     ngx_http_spanprof_exporter_log = cycle->log;
 
+    ngx_memzero(&ngx_http_spanprof_exporter_dummy, sizeof(ngx_connection_t));
+    ngx_http_spanprof_exporter_dummy.fd = (ngx_socket_t) -1;
+
     ev = &ngx_http_spanprof_exporter_timer_ev;
     ngx_memzero(ev, sizeof(ngx_event_t));
     ev->handler = ngx_http_spanprof_exporter_run_handler;
     ev->log = cycle->log;
-    /* No data: profiling's event wrapper then knows it is no request's. */
-    ev->data = NULL;
+    ev->data = &ngx_http_spanprof_exporter_dummy;
     /* A graceful shutdown does not wait for it: exit_process flushes. */
     ev->cancelable = 1;
 
@@ -52,7 +59,7 @@ ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle, sp_exporter_loop_t *loop)
     ngx_memzero(ev, sizeof(ngx_event_t));
     ev->handler = ngx_http_spanprof_exporter_run_handler;
     ev->log = cycle->log;
-    ev->data = NULL;
+    ev->data = &ngx_http_spanprof_exporter_dummy;
 
     ngx_memzero(ngx_http_spanprof_exporter_conns,
                 sizeof(ngx_http_spanprof_exporter_conns));

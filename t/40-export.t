@@ -4,7 +4,7 @@
 # batch_size respected, one ResourceSpans/ScopeSpans per request, every span
 # delivered exactly once; compression gzip; an endpoint with a base path;
 # the default service name; export (spans and profiles) on the worker's own
-# event loop, the worker keeping a single thread.
+# event loop, the worker keeping a single thread (also with a debug log).
 use strict;
 use warnings;
 use lib 't/lib';
@@ -110,7 +110,9 @@ EOF
 subtest 'the worker keeps a single thread while exporting' => sub {
     plan skip_all => 'needs the burn test module' unless -f burn_module_path();
     my $recv = start_receiver();
-    my $ngx  = start_nginx(receiver => $recv, burn => 1, conf => <<'EOF');
+    # nginx's debug log reads a connection's fd from every timer's data.
+    my $ngx  = start_nginx(receiver => $recv, burn => 1,
+        main => 'error_log %%PREFIX%%/debug.log debug;', conf => <<'EOF');
 otel_exporter {
     endpoint %%RECEIVER%%;
     interval 100ms;
@@ -139,6 +141,9 @@ EOF
     opendir(my $d, "/proc/$worker/task") or die "/proc/$worker/task: $!";
     my @tasks = grep { /^\d+$/ } readdir $d;
     is scalar @tasks, 1, "worker $worker has one thread (no exporter thread)";
+    my $debug = SpanProf::Test::_slurp($ngx->prefix . '/debug.log') // '';
+    like $debug, qr/spanprof: profile built, encoded and handed over in \d+ us/,
+        'debug log: the time the profile took from the event loop';
     check_log_convention($ngx);
 };
 
