@@ -16,9 +16,6 @@
 #include "common/tracestate.h"
 
 
-static const char  spanprof_ctx_key[] = "spanprof-ctx";
-
-
 /* The context lives in the original request's pool (shared by internal
  * redirects); its cleanup makes sure no thread's labels point into the
  * freed pool. */
@@ -66,7 +63,6 @@ spanprof_last(request_rec *r)
 spanprof_ctx_t *
 spanprof_get_ctx(request_rec *r, int create)
 {
-    void            *data;
     request_rec     *orig;
     spanprof_ctx_t  *ctx;
 
@@ -80,20 +76,21 @@ spanprof_get_ctx(request_rec *r, int create)
         return ctx;
     }
 
-    /* An internal redirect has a new request_config but the same pool. */
-    data = NULL;
-    (void) apr_pool_userdata_get(&data, spanprof_ctx_key, r->pool);
-    if (data != NULL) {
-        ap_set_module_config(r->request_config, &spanprof_module, data);
-        return data;
+    /* An internal redirect has a new request_config; the original request
+     * (r->prev, ...) still has its own and the same pool. */
+    for (orig = r; orig->prev != NULL; orig = orig->prev) {
+        /* void */
+    }
+    if (orig != r) {
+        ctx = ap_get_module_config(orig->request_config, &spanprof_module);
+        if (ctx != NULL) {
+            ap_set_module_config(r->request_config, &spanprof_module, ctx);
+            return ctx;
+        }
     }
 
     if (!create) {
         return NULL;
-    }
-
-    for (orig = r; orig->prev != NULL; orig = orig->prev) {
-        /* void */
     }
 
     ctx = apr_pcalloc(orig->pool, sizeof(spanprof_ctx_t));
@@ -104,8 +101,9 @@ spanprof_get_ctx(request_rec *r, int create)
         ctx->start_ns = (uint64_t) apr_time_now() * 1000;
     }
 
-    (void) apr_pool_userdata_setn(ctx, spanprof_ctx_key, spanprof_ctx_cleanup,
-                                  orig->pool);
+    apr_pool_cleanup_register(orig->pool, ctx, spanprof_ctx_cleanup,
+                              apr_pool_cleanup_null);
+    ap_set_module_config(orig->request_config, &spanprof_module, ctx);
     ap_set_module_config(r->request_config, &spanprof_module, ctx);
     return ctx;
 }
@@ -281,25 +279,19 @@ spanprof_inject(request_rec *r, spanprof_ctx_t *ctx)
 }
 
 
-static const char *
-spanprof_hex(apr_pool_t *p, const uint8_t *id, apr_size_t n)
-{
-    char  *s;
-
-    s = apr_palloc(p, 2 * n + 1);
-    sp_hex_encode(s, id, n);
-    s[2 * n] = '\0';
-    return s;
-}
-
-
 /* For mod_log_config (%{OTEL_TRACE_ID}e), mod_headers (%{...}e), CGI and
  * SSI. Every request_rec has its own environment (an internal redirect
- * gets REDIRECT_-prefixed copies), so each one is given the values. */
+ * gets REDIRECT_-prefixed copies), so each one is given the values.
+ * Set for every request, so kept cheap: the trace id's digits are taken
+ * from the traceparent, the strings share one allocation, and they are
+ * added (apr_table_addn) rather than set: all our keys begin "OTEL", which
+ * apr's table checksum cannot tell apart, so each set would compare every
+ * key added before it. */
 void
 spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx)
 {
-    apr_pool_t  *p = ctx->r->pool;
+    char        *b;
+    const char  *tp;
 
     if (ctx->env_r == r) {
         return;
@@ -308,13 +300,26 @@ spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx)
     if (apr_table_get(r->subprocess_env, "OTEL_SPAN_ID") != NULL) {
         return;
     }
-    apr_table_setn(r->subprocess_env, "OTEL_TRACE_ID",
-                   spanprof_hex(p, ctx->trace_id, SP_TRACE_ID_LEN));
-    apr_table_setn(r->subprocess_env, "OTEL_SPAN_ID",
-                   spanprof_hex(p, ctx->span_id, SP_SPAN_ID_LEN));
-    apr_table_setn(r->subprocess_env, "OTEL_PARENT_ID",
-                   ctx->has_parent
-                   ? spanprof_hex(p, ctx->parent_id, SP_SPAN_ID_LEN) : "");
-    apr_table_setn(r->subprocess_env, "OTEL_TRACEPARENT",
-                   spanprof_traceparent(ctx));
+    tp = spanprof_traceparent(ctx);
+
+    /* trace id (32) NUL span id (16) NUL parent id (16 or 0) NUL */
+    b = apr_palloc(ctx->r->pool, 2 * SP_TRACE_ID_LEN + 4 * SP_SPAN_ID_LEN + 3);
+    memcpy(b, tp + 3, 2 * SP_TRACE_ID_LEN);
+    b[2 * SP_TRACE_ID_LEN] = '\0';
+    apr_table_addn(r->subprocess_env, "OTEL_TRACE_ID", b);
+    b += 2 * SP_TRACE_ID_LEN + 1;
+
+    sp_hex_encode(b, ctx->span_id, SP_SPAN_ID_LEN);
+    b[2 * SP_SPAN_ID_LEN] = '\0';
+    apr_table_addn(r->subprocess_env, "OTEL_SPAN_ID", b);
+    b += 2 * SP_SPAN_ID_LEN + 1;
+
+    if (ctx->has_parent) {
+        sp_hex_encode(b, ctx->parent_id, SP_SPAN_ID_LEN);
+        b[2 * SP_SPAN_ID_LEN] = '\0';
+    } else {
+        b[0] = '\0';
+    }
+    apr_table_addn(r->subprocess_env, "OTEL_PARENT_ID", b);
+    apr_table_addn(r->subprocess_env, "OTEL_TRACEPARENT", tp);
 }

@@ -277,6 +277,16 @@ sub run_mpm {
     $get->('other', $uniq->('/other/'));
     my $pp = $uniq->('/api/post-');
     $req{post} = { path => $pp, res => http_request('POST', $port, $pp, content => 'x' x 100) };
+    # server.port comes from the Host header's port, else the connection's
+    # (HTTP::Tiny writes Host itself, so these go out raw)
+    for my $h (['host/port', '127.0.0.1:8443'], ['host/v6', '[::1]:9443'],
+               ['host/none', '127.0.0.1'], ['host/bad', '127.0.0.1:84x3'],
+               ['host/big', '127.0.0.1:65536'])
+    {
+        my $path = $uniq->('/api/host-');
+        raw_request($port, "GET $path HTTP/1.1\r\nHost: $h->[1]\r\nConnection: close\r\n\r\n");
+        $req{ $h->[0] } = { path => $path };
+    }
 
     my @inv = invalid_forms();
     my $i = 0;
@@ -402,6 +412,16 @@ sub run_mpm {
         ok $a, '401 traced' or return;
         is $a->{attrs}{'http.response.status_code'}, 401, 'status 401';
         is $a->{name}, 'GET /auth/', 'name';
+    };
+
+    subtest 'server.port from the Host header' => sub {
+        my %want = ('host/port' => 8443, 'host/v6' => 9443, 'host/none' => $port,
+                    'host/bad' => $port, 'host/big' => $port);
+        for my $key (sort keys %want) {
+            my ($s) = $span->($key);
+            ok $s, "$key: span" or next;
+            is $s->{attrs}{'server.port'}, $want{$key}, "$key: server.port";
+        }
     };
 
     subtest 'span name and attributes' => sub {
