@@ -430,12 +430,13 @@ ngx_http_spanprof_export(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx)
     uint64_t    end_ns;
     sp_span_t  *s;
 
-    end_ns = sp_now_ns();
-
+    /* A full queue (the collector down) costs a check, not a clock read. */
     s = sp_exporter_span_begin(ngx_http_spanprof_exporter);
     if (s == NULL) {
         return NGX_OK;      /* queue full: counted by the exporter */
     }
+    end_ns = sp_now_ns();
+
     ngx_http_spanprof_server_span(r, ctx, s, end_ns);
     sp_exporter_span_end(ngx_http_spanprof_exporter, s);
 
