@@ -221,7 +221,7 @@ build(double seconds)
     enum { DRAIN = 512 };
     static sp_span_t      s;
     const sp_span_rec_t  *recs[DRAIN];
-    sp_span_queue_t      *q = sp_span_queue_create(2 * DRAIN);
+    sp_span_queue_t      *q = sp_span_queue_create(2 * DRAIN, 0);
     uint64_t              t0, t1, busy = 0, spans = 0, bytes = 0, deadline;
     size_t                i, n;
 
@@ -275,7 +275,7 @@ main(int argc, char **argv)
         fprintf(stderr, "resource init failed\n");
         return 1;
     }
-    q = sp_span_queue_create(NSPANS);
+    q = sp_span_queue_create(NSPANS, 0);
     for (i = 0; i < NSPANS; i++) {
         fill_server_span(&s, i);
         if (sp_span_queue_push(q, &s) == 0) {

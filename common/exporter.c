@@ -686,7 +686,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         }
     }
 
-    e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count);
+    /* On a server's event loop, spans are queued and sent by one thread. */
+    e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count,
+                                    e->driver.timer != NULL);
     e->scratch = calloc(e->conf.batch_size, sizeof(sp_span_rec_t *));
     e->batches = calloc(e->conf.batch_count, sizeof(batch_t));
     if (e->queue == NULL || e->scratch == NULL || e->batches == NULL) {

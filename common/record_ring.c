@@ -23,8 +23,22 @@ word_at(sp_record_ring_t *r, uint64_t pos)
     return (_Atomic uint64_t *) (void *) (r->buf + (pos & r->mask));
 }
 
+/* Adds v to a counter: one thread needs no locked instruction. */
+static inline uint64_t
+counter_add(sp_record_ring_t *r, _Atomic uint64_t *c, uint64_t v)
+{
+    uint64_t  n;
+
+    if (r->one_thread) {
+        n = atomic_load_explicit(c, memory_order_relaxed);
+        atomic_store_explicit(c, n + v, memory_order_relaxed);
+        return n;
+    }
+    return atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
 int
-sp_record_ring_init(sp_record_ring_t *r, size_t capacity)
+sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread)
 {
     size_t  cap = 4096;
 
@@ -41,6 +55,7 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity)
         return -1;
     }
     r->mask = cap - 1;
+    r->one_thread = one_thread;
     return 0;
 }
 
@@ -62,7 +77,7 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
 
     /* A record plus the padding before it always fits an empty ring. */
     if (total > cap / 2) {
-        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        (void) counter_add(r, &r->dropped, 1);
         return NULL;
     }
     h = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -77,8 +92,12 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
                  && off >= (cap / 2 < REWIND_MIN ? cap / 2 : REWIND_MIN);
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
-            atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+            (void) counter_add(r, &r->dropped, 1);
             return NULL;
+        }
+        if (r->one_thread) {
+            atomic_store_explicit(&r->head, h + need, memory_order_relaxed);
+            break;
         }
         if (atomic_compare_exchange_weak_explicit(&r->head, &h, h + need,
                 memory_order_relaxed, memory_order_relaxed))
@@ -115,7 +134,7 @@ sp_record_ring_commit(sp_record_ring_t *r, void *rec)
 
     total = atomic_load_explicit(w, memory_order_relaxed);
     atomic_store_explicit(w, total | COMMITTED, memory_order_release);
-    n = atomic_fetch_add_explicit(&r->committed, 1, memory_order_relaxed) + 1;
+    n = counter_add(r, &r->committed, 1) + 1;
     c = atomic_load_explicit(&r->consumed, memory_order_relaxed);
     /* The consumer may already have taken this record (and others whose
      * producers have not counted them yet): never 0 or a wrapped value. */
@@ -176,13 +195,16 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
         w = atomic_load_explicit(word_at(r, t), memory_order_relaxed);
         len = w & LEN_MASK;
         done += !(w & PAD);
-        /* Zeroed before the tail moves on: producers see it clean. */
-        memset(r->buf + (t & r->mask), 0, len);
+        /* Zeroed before the tail moves on: producers see it clean. (One
+         * thread never peeks at a record it has not committed.) */
+        if (!r->one_thread) {
+            memset(r->buf + (t & r->mask), 0, len);
+        }
         t += len;
     }
     r->peeked -= n;
     atomic_store_explicit(&r->tail, t, memory_order_release);
-    atomic_fetch_add_explicit(&r->consumed, n, memory_order_relaxed);
+    (void) counter_add(r, &r->consumed, n);
 }
 
 size_t

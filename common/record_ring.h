@@ -16,7 +16,13 @@
  *
  * Compared with fixed slots sized for the largest record, the memory a
  * producer writes is only what the record holds, written sequentially, and
- * the ring goes round (and stays in cache) several times faster. */
+ * the ring goes round (and stays in cache) several times faster.
+ *
+ * A ring made for one thread (producers and consumer never run at the same
+ * time: nginx's worker builds spans and exports them on one event loop) does
+ * the same without atomic read-modify-writes, which are full barriers on
+ * x86 and wait for the record just written to reach the cache, and without
+ * zeroing released bytes, which only serves concurrent producers. */
 
 typedef struct {
     size_t                          mask;
@@ -24,6 +30,7 @@ typedef struct {
     /* Consumer-private: where the last peek stopped. */
     uint64_t                        peek_pos;
     size_t                          peeked;
+    int                             one_thread; /* set at init */
     _Alignas(64) _Atomic uint64_t   head;       /* next byte to reserve */
     _Atomic uint64_t                committed;  /* records committed */
     _Atomic uint64_t                dropped;
@@ -31,8 +38,9 @@ typedef struct {
     _Atomic uint64_t                consumed;   /* records released */
 } sp_record_ring_t;
 
-/* capacity (bytes) rounds up to a power of two, at least 4 KiB. */
-int sp_record_ring_init(sp_record_ring_t *r, size_t capacity);
+/* capacity (bytes) rounds up to a power of two, at least 4 KiB;
+ * one_thread: see above. */
+int sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread);
 void sp_record_ring_free(sp_record_ring_t *r);
 
 static inline size_t

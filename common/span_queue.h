@@ -27,8 +27,9 @@ typedef struct {
 typedef struct sp_span_queue sp_span_queue_t;
 
 /* Room for about `spans` spans (bytes rounded up to a power of two); NULL
- * on allocation failure. */
-sp_span_queue_t *sp_span_queue_create(size_t spans);
+ * on allocation failure. one_thread: spans are pushed and taken by one
+ * thread only (see record_ring.h). */
+sp_span_queue_t *sp_span_queue_create(size_t spans, int one_thread);
 void sp_span_queue_destroy(sp_span_queue_t *q);
 size_t sp_span_queue_bytes(const sp_span_queue_t *q);
 

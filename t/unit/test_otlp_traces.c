@@ -204,7 +204,7 @@ main(void)
 {
     sp_span_t              *s = calloc(1, sizeof(sp_span_t));
     const sp_span_rec_t    *recs[3];
-    sp_span_queue_t        *q = sp_span_queue_create(64);
+    sp_span_queue_t        *q = sp_span_queue_create(64, 0);
     sp_resource_t           res;
     sp_arena_t              a;
     sp_buf_t                wire, json;

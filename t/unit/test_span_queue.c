@@ -113,7 +113,7 @@ main(void)
     void             *a, *c, *prev, *recs[8];
     int               wraps = 0;
 
-    q = sp_span_queue_create(4);
+    q = sp_span_queue_create(4, 0);
     ok(q != NULL, "queue created");
     is_int(sp_span_queue_bytes(q), 4096, "4 spans of 1 KiB: 4096 bytes");
 
@@ -142,7 +142,7 @@ main(void)
     sp_span_queue_destroy(q);
 
     /* A record too big for half the ring is refused, never wrapped. */
-    sp_record_ring_init(&r, 4096);
+    sp_record_ring_init(&r, 4096, 0);
     ok(sp_record_ring_reserve(&r, 2100) == NULL, "oversized record refused");
     is_int(sp_record_ring_dropped(&r), 1, "and counted");
 
@@ -220,8 +220,55 @@ main(void)
     whole = 1;
     sp_record_ring_free(&r);
 
+    /* A one-thread ring (nginx: spans are queued and sent on the worker's
+     * loop) works the same without locked instructions and without zeroing
+     * what it releases: stale bytes from the last round never show. */
+    q = sp_span_queue_create(4, 1);
+    for (pushed = 0; ; pushed++) {
+        build(s, 0, pushed * 1200);
+        if (sp_span_queue_push(q, s) == 0) {
+            break;
+        }
+    }
+    ok(pushed > 4, "one thread: the queue fills (%zu spans)", pushed);
+    ok(!sp_span_queue_has_room(q), "one thread: full queue says so");
+    is_int(sp_span_queue_dropped(q), 1 + 1, "one thread: push and check counted");
+    is_int(sp_span_queue_pending(q), pushed, "one thread: all pending");
+    sp_span_queue_release(q, sp_span_queue_peek(q, out, 64));
+    is_int(sp_span_queue_pending(q), 0, "one thread: drained");
+    for (i = 0; i < 300; i++) {
+        build(s, (unsigned) (i % 3), i * 1200 + (i * 77) % 700);
+        k = sp_span_queue_push(q, s);
+        if (k == 0) {
+            break;
+        }
+        n = sp_span_queue_peek(q, out, 64);
+        if (n != 1 || !intact(out[0], (unsigned) (i % 3), i * 1200 + (i * 77) % 700)) {
+            break;
+        }
+        sp_span_queue_release(q, 1);
+    }
+    is_int(i, 300, "one thread: 300 spans of varied size round the ring, each read back whole");
+    sp_span_queue_destroy(q);
+
+    sp_record_ring_init(&r, 4096, 1);
+    for (i = 0; i < 40; i++) {
+        a = sp_record_ring_reserve(&r, 392);
+        memset(a, 0xab, 392);
+        is_int(sp_record_ring_commit(&r, a), 1, "one thread: record %d commits, 1 waiting", (int) i);
+        is_int(sp_record_ring_peek(&r, recs, 8), 1, "one thread: record %d back", (int) i);
+        sp_record_ring_release(&r, 1);
+    }
+    for (k = 0, whole = 0; k < sp_record_ring_capacity(&r); k++) {
+        whole |= r.buf[k] != 0;
+    }
+    ok(whole, "one thread: released bytes are left as they were");
+    whole = 1;
+    is_int(sp_record_ring_pending(&r), 0, "one thread: nothing pending");
+    sp_record_ring_free(&r);
+
     /* Concurrent producers of every size, across many wraps. */
-    q = sp_span_queue_create(64);
+    q = sp_span_queue_create(64, 0);
     for (t = 0; t < PRODUCERS; t++) {
         pthread_create(&th[t], NULL, producer, (void *) t);
     }
