@@ -61,6 +61,7 @@ struct sp_exporter {
     sp_http_loop_t      *loop;
     sp_http_client_t    *http;
     int                  sending;          /* the head batch is being posted */
+    int                  failing;          /* the last post failed */
     int                  profile_flushed;  /* the last one, once stopping */
     int                  finished;
     int                  file_fd;
@@ -195,12 +196,22 @@ drop_batch(sp_exporter_t *e, batch_t *b)
 static void
 pop_batch(sp_exporter_t *e)
 {
+    batch_t  t;
+
     e->head = (e->head + 1) % e->conf.batch_count;
     e->npending--;
     /* With nothing waiting, the next batch goes into the first buffer
      * again: while the collector keeps up, one buffer (hot in the cache)
-     * is reused instead of a round of batch_count cold ones. */
-    if (e->npending == 0) {
+     * is reused instead of a round of batch_count cold ones. One batch
+     * left moves to the first buffer too (the structs swap, not the
+     * bytes): while the collector fails, batches are encoded one or two
+     * at a time and two buffers are all that is ever used. */
+    if (e->npending == 1 && e->head != 0) {
+        t = e->batches[0];
+        e->batches[0] = e->batches[e->head];
+        e->batches[e->head] = t;
+    }
+    if (e->npending <= 1) {
         e->head = 0;
     }
 }
@@ -323,6 +334,7 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     char            msg[256];
 
     e->sending = 0;
+    e->failing = !(resp->status >= 200 && resp->status < 300);
 
     if (resp->status >= 200 && resp->status < 300) {
         atomic_fetch_add(&e->batches_sent, 1);
@@ -437,10 +449,14 @@ exporter_step(sp_exporter_t *e)
     }
 
     /* Fill pending batches: full batches at once, partial ones when the
-     * interval is due or the process stops. */
+     * interval is due or the process stops. One at a time while posts
+     * fail: the spans behind it wait in the queue, so a collector that is
+     * down holds the queue and one encoded batch, not a second copy of
+     * everything in batch_count buffers. */
     do {
         progress = 0;
         if (e->npending < e->conf.batch_count
+            && (!e->failing || e->npending == 0)
             && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
                 || now >= e->next_flush || stopping))
         {

@@ -18,7 +18,8 @@
  * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
  * protobuf), retried with exponential backoff on 429/502/503/504 and network
  * errors (honouring Retry-After) while at most batch_count encoded batches
- * wait; other 4xx/5xx drop the batch with an error line.
+ * wait (one while the collector keeps failing: the rest stay in the
+ * queue); other 4xx/5xx drop the batch with an error line.
  * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl.
  *
  * With profiling on (and the sampler started in this process) the thread

@@ -1,0 +1,119 @@
+/* The exporter (its own thread, as in Apache) with the collector down: how
+ * much it holds while it retries. */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "common/exporter.h"
+#include "common/resource.h"
+#include "common/span.h"
+#include "common/span_queue.h"
+
+#define BATCH  4
+
+/* A port on 127.0.0.1 where nothing listens (bound, then closed). */
+static int
+closed_port(void)
+{
+    struct sockaddr_in  a;
+    socklen_t           len = sizeof(a);
+    int                 fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *) &a, sizeof(a)) != 0
+        || getsockname(fd, (struct sockaddr *) &a, &len) != 0)
+    {
+        return -1;
+    }
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void
+fill(sp_span_t *s, uint64_t i)
+{
+    static const uint8_t  tid[16] = { 1 }, sid[8] = { 2 };
+
+    sp_span_init(s, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, i);
+    sp_span_set_name(s, "GET /x", 6);
+    sp_span_attr_cint(s, "n", (int64_t) i);
+}
+
+int
+main(void)
+{
+    static sp_span_t     one;
+    sp_span_queue_t     *q;
+    sp_exporter_t       *e;
+    sp_exporter_conf_t   conf;
+    sp_exporter_stats_t  st;
+    sp_resource_t        res;
+    sp_span_t           *s;
+    char                 url[64], err[256];
+    size_t               fits, held, i;
+    int                  port = closed_port();
+    struct timespec      ms = { 0, 1000000 };
+
+    ok(port > 0, "a closed port (%d)", port);
+
+    /* What a queue of 4 batches of 4 takes of these spans on its own (as
+     * span_begin does: while it has room for a span of any size). */
+    q = sp_span_queue_create(4 * BATCH, 0);
+    for (fits = 0; sp_span_queue_has_room(q); fits++) {
+        fill(&one, fits);
+        if (sp_span_queue_push(q, &one) == 0) {
+            break;
+        }
+    }
+    sp_span_queue_destroy(q);
+    ok(fits > 4 * BATCH, "the queue alone holds %zu such spans", fits);
+
+    sp_resource_init(&res, "test", "exporter-test", NULL);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    memset(&conf, 0, sizeof(conf));
+    conf.endpoint = url;
+    conf.interval_ms = 20;
+    conf.batch_size = BATCH;
+    conf.batch_count = 4;
+    conf.connect_timeout_ms = 1000;
+    conf.timeout_ms = 1000;
+    conf.shutdown_timeout_ms = 200;
+    conf.resource = &res;
+    e = sp_exporter_start(&conf, err, sizeof(err));
+    ok(e != NULL, "exporter started (%s)", e != NULL ? "ok" : err);
+    if (e == NULL) {
+        return done_testing();
+    }
+
+    /* Spans keep coming for 0.6 s while every post is refused: the first
+     * batch waits for its retries (250 ms, then 500 ms). */
+    for (i = 0; i < 600; i++) {
+        s = sp_exporter_span_begin(e);
+        if (s != NULL) {
+            fill(s, i);
+            sp_exporter_span_end(e, s);
+        }
+        nanosleep(&ms, NULL);
+    }
+    sp_exporter_get_stats(e, &st);
+    ok(st.retries >= 1, "the first batch was retried (%llu retries)",
+       (unsigned long long) st.retries);
+    held = 600 - (size_t) st.spans_dropped_queue_full;
+    sp_exporter_stop(e);
+
+    ok(held >= fits, "the queue was full (%zu >= %zu)", held, fits);
+    ok(held <= fits + 2 * BATCH,
+       "no second copy: the queue and at most two encoded batches "
+       "(%zu <= %zu + %d), not batch_count of them", held, fits, 2 * BATCH);
+    sp_resource_free(&res);
+    return done_testing();
+}
