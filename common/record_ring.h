@@ -22,7 +22,9 @@
  * time: nginx's worker builds spans and exports them on one event loop) does
  * the same without atomic read-modify-writes, which are full barriers on
  * x86 and wait for the record just written to reach the cache, and without
- * zeroing released bytes, which only serves concurrent producers. */
+ * zeroing released bytes, which only serves concurrent producers; and when
+ * it is empty far into its buffer, the next record goes to the start again
+ * (a rewind), so a consumer that keeps up keeps the ring's bytes in cache. */
 
 typedef struct {
     size_t                          mask;

@@ -194,9 +194,30 @@ main(void)
     ok(wraps >= 10, "the records went round the ring (%d times)", wraps);
     is_int(sp_record_ring_pending(&r), 0, "ring empty after the wraps");
 
-    /* An empty ring half way into its buffer starts again at the
-     * beginning (hot in the cache); the bytes it skips were never written
-     * this round and stay zero. */
+    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
+        whole &= r.buf[k] == 0;
+    }
+    ok(whole, "every released byte is zero again");
+    whole = 1;
+
+    /* With concurrent producers an empty ring does not rewind: the next
+     * record goes where the last one ended. */
+    for (k = 0; k < 8 && (atomic_load(&r.head) & r.mask) < 2048; k++) {
+        a = sp_record_ring_reserve(&r, 392);
+        sp_record_ring_commit(&r, a);
+    }
+    sp_record_ring_release(&r, sp_record_ring_peek(&r, recs, 8));
+    ok((atomic_load(&r.head) & r.mask) >= 2048, "an empty ring past half way");
+    c = r.buf + (atomic_load(&r.head) & r.mask) + 8;
+    a = sp_record_ring_reserve(&r, 100);
+    ok(a == c, "with concurrent producers the next record follows the last one");
+    sp_record_ring_commit(&r, a);
+    sp_record_ring_release(&r, sp_record_ring_peek(&r, recs, 8));
+    sp_record_ring_free(&r);
+
+    /* A one-thread ring that is empty half way into its buffer starts
+     * again at the beginning (hot in the cache). */
+    sp_record_ring_init(&r, 4096, 1);
     for (k = 0; k < 8 && (atomic_load(&r.head) & r.mask) < 2048; k++) {
         a = sp_record_ring_reserve(&r, 392);
         memset(a, 0xab, 392);
@@ -213,11 +234,6 @@ main(void)
     is_int(sp_record_ring_peek(&r, recs, 8), 1, "one record back");
     ok(recs[0] == a, "that one");
     sp_record_ring_release(&r, 1);
-    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
-        whole &= r.buf[k] == 0;
-    }
-    ok(whole, "every released byte is zero again");
-    whole = 1;
     sp_record_ring_free(&r);
 
     /* A one-thread ring (nginx: spans are queued and sent on the worker's
