@@ -246,6 +246,9 @@ encode_batch(sp_exporter_t *e)
     b->attempts = 0;
     b->next_try = 0;
     e->npending++;
+    sp_logf(&e->conf.log, SP_LOG_DEBUG,
+            "spanprof: %zu spans encoded, %zu batches pending", n,
+            e->npending);
     return (int) n;
 }
 

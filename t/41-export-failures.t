@@ -190,4 +190,26 @@ subtest 'collector down' => sub {
     healthy($ngx, \@w);
 };
 
+subtest 'collector down: one encoded batch at a time, the rest waits in the queue' => sub {
+    my $dead = dead_port();
+    my $ngx = start_nginx(receiver_url => "http://127.0.0.1:$dead",
+        main => 'error_log %%PREFIX%%/debug.log debug;',
+        conf => conf('batch_size 4; batch_count 8;'));
+    my @w = $ngx->worker_pids;
+    # 0.8 s of requests: the first batch fails at once and waits 250 ms,
+    # then 500 ms, for its retries while spans keep coming.
+    my ($n, $t0) = (0, time);
+    while (time - $t0 < 0.8) {
+        http_get($ngx->port, '/q/' . ++$n);
+    }
+    ok $n > 40, "$n requests";
+    my $debug = SpanProf::Test::_slurp($ngx->prefix . '/debug.log') // '';
+    my @pending = $debug =~ /spanprof: \d+ spans encoded, (\d+) batches pending/g;
+    ok @pending >= 1, scalar(@pending) . ' batch(es) encoded' or diag $ngx->error_log_tail(20);
+    my ($max) = sort { $b <=> $a } @pending;
+    ok defined $max && $max <= 2,
+        'at most 2 batches pending while posts fail, not batch_count (8): ' . ($max // '?');
+    healthy($ngx, \@w);
+};
+
 done_testing;
