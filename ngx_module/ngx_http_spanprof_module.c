@@ -309,13 +309,18 @@ ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_spanprof_precontent_handler(ngx_http_request_t *r)
 {
-    ngx_http_spanprof_ctx_t  *ctx;
+    ngx_http_spanprof_ctx_t   *ctx;
+    ngx_http_core_loc_conf_t  *clcf;
 
     if (r == r->main) {
         /* The first one: attempts made before an internal redirect
-         * (error_page after a failed upstream) belong to the span too. */
+         * (error_page after a failed upstream) belong to the span too.
+         * Only a location with a content handler of its own (proxy_pass
+         * and the other *_pass) goes upstream: a static file needs no
+         * clock read here. */
         ctx = ngx_http_spanprof_get_ctx(r, 0);
-        if (ctx != NULL && ctx->content_ns == 0) {
+        clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+        if (ctx != NULL && ctx->content_ns == 0 && clcf->handler != NULL) {
             ctx->content_ns = sp_now_ns();
         }
     }
