@@ -479,6 +479,18 @@ if ($apache_run) {
     if ($ael) { p "spanprof lines in the Apache error logs (warn and above, and the exporter's summary at exit; last 5 per instance):", "", "```", (map { s/^(\S+) \[[^\]]*\] /$1 /r } split /\n/, $ael), "```", "" }
 }
 
+my $amp = slurp("$W/amplification.txt");
+if ($amp ne '') {
+    p "## What added work costs beside each workload", "",
+      "`bench/amplification` (step 6 of bench/run): A is nginx without spanprof (the test module",
+      "`t/ngx_burn` loaded, idle); S adds `spanprof_spin`, a loop of register-only arithmetic in the",
+      "log phase of every request that the worker times itself; C traces as C above. The loop is the",
+      "same work beside every request, so (S − A) / loop shows what one microsecond of extra worker",
+      "time costs in worker CPU beside that request on this machine. Wake-ups per request:",
+      "`sched:sched_waking` events in the worker (perf, a separate 2 s run), i.e. wrk found asleep.", "",
+      $amp;
+}
+
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 

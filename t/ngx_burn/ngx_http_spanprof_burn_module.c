@@ -9,6 +9,10 @@
  *       (as limit_req delays do) before the next slice.
  *   spanprof_wait <ms>;
  *       answers after <ms> without using CPU (a slow upstream).
+ *   spanprof_spin <iterations>;            (http, server, location)
+ *       runs a register-only loop in the log phase of every request, for
+ *       bench/amplification: the same fixed work beside different requests.
+ *       The worker logs at exit (notice) how long the loop took on average.
  */
 
 #include <ngx_config.h>
@@ -22,6 +26,7 @@ typedef struct {
     ngx_uint_t   fn;            /* 0 alpha, 1 beta, 2 wait */
     ngx_msec_t   total;
     ngx_uint_t   slices;
+    ngx_uint_t   spin;          /* spanprof_spin iterations */
 } ngx_http_spanprof_burn_loc_conf_t;
 
 
@@ -35,6 +40,10 @@ static char *ngx_http_spanprof_burn(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void *ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf,
+    void *parent, void *child);
+static ngx_int_t ngx_http_spanprof_burn_init(ngx_conf_t *cf);
+static void ngx_http_spanprof_burn_exit(ngx_cycle_t *cycle);
 
 
 static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
@@ -53,14 +62,21 @@ static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
       0,
       NULL },
 
+    { ngx_string("spanprof_spin"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_burn_loc_conf_t, spin),
+      NULL },
+
       ngx_null_command
 };
 
 
 static ngx_http_module_t  ngx_http_spanprof_burn_module_ctx = {
-    NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, ngx_http_spanprof_burn_init, NULL, NULL, NULL, NULL,
     ngx_http_spanprof_burn_create_loc_conf,
-    NULL
+    ngx_http_spanprof_burn_merge_loc_conf
 };
 
 
@@ -69,12 +85,15 @@ ngx_module_t  ngx_http_spanprof_burn_module = {
     &ngx_http_spanprof_burn_module_ctx,
     ngx_http_spanprof_burn_commands,
     NGX_HTTP_MODULE,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL,
+    ngx_http_spanprof_burn_exit,
+    NULL,
     NGX_MODULE_V1_PADDING
 };
 
 
 static volatile uint64_t  ngx_http_spanprof_burn_sink;
+static uint64_t           ngx_http_spanprof_spin_ns, ngx_http_spanprof_spins;
 
 
 static uint64_t
@@ -212,10 +231,103 @@ ngx_http_spanprof_burn_handler(ngx_http_request_t *r)
 }
 
 
+static uint64_t
+ngx_http_spanprof_mono_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+
+/* Four independent xorshift chains: registers only, no memory, so the loop
+ * takes the same time whatever the request around it did to the caches. */
+static ngx_int_t
+ngx_http_spanprof_spin_handler(ngx_http_request_t *r)
+{
+    uint64_t                            a, b, c, d, t0;
+    ngx_uint_t                          i;
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
+    if (lcf->spin == 0 || r != r->main) {
+        return NGX_OK;
+    }
+
+    t0 = ngx_http_spanprof_mono_ns();
+    a = (uintptr_t) r;
+    b = a * 3;
+    c = a * 5;
+    d = a * 7;
+    for (i = 0; i < lcf->spin; i++) {
+        a ^= a << 13; a ^= a >> 7;
+        b ^= b << 13; b ^= b >> 7;
+        c ^= c << 13; c ^= c >> 7;
+        d ^= d << 13; d ^= d >> 7;
+    }
+    ngx_http_spanprof_burn_sink = a + b + c + d;
+    ngx_http_spanprof_spin_ns += ngx_http_spanprof_mono_ns() - t0;
+    ngx_http_spanprof_spins++;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_burn_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_spanprof_spin_handler;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_spanprof_burn_exit(ngx_cycle_t *cycle)
+{
+    if (ngx_http_spanprof_spins > 0) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "spanprof_spin: %uL loops, %uL ns each",
+                      ngx_http_spanprof_spins,
+                      ngx_http_spanprof_spin_ns / ngx_http_spanprof_spins);
+    }
+}
+
+
 static void *
 ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf)
 {
-    return ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_burn_loc_conf_t));
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
+
+    lcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_burn_loc_conf_t));
+    if (lcf == NULL) {
+        return NULL;
+    }
+    lcf->spin = NGX_CONF_UNSET_UINT;
+
+    return lcf;
+}
+
+
+static char *
+ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child)
+{
+    ngx_http_spanprof_burn_loc_conf_t  *prev = parent;
+    ngx_http_spanprof_burn_loc_conf_t  *conf = child;
+
+    ngx_conf_merge_uint_value(conf->spin, prev->spin, 0);
+
+    return NGX_CONF_OK;
 }
 
 
