@@ -482,12 +482,14 @@ if ($apache_run) {
 my $amp = slurp("$W/amplification.txt");
 if ($amp ne '') {
     p "## What added work costs beside each workload", "",
-      "`bench/amplification` (step 6 of bench/run): A is nginx without spanprof (the test module",
-      "`t/ngx_burn` loaded, idle); S adds `spanprof_spin`, a loop of register-only arithmetic in the",
-      "log phase of every request that the worker times itself; C traces as C above. The loop is the",
-      "same work beside every request, so (S − A) / loop shows what one microsecond of extra worker",
-      "time costs in worker CPU beside that request on this machine. Wake-ups per request:",
-      "`sched:sched_waking` events in the worker (perf, a separate 2 s run), i.e. wrk found asleep.", "",
+      "`bench/amplification` (step 6 of bench/run): A is the server without spanprof (the test module",
+      "`t/ngx_burn` or `t/mod_burn` loaded, idle; Apache's configurations are bench/run_apache's); S",
+      "adds `spanprof_spin` (Apache: `SpanprofSpin`), a loop of register-only arithmetic after every",
+      "request that the server times itself; C traces as C above. The loop is the same work beside",
+      "every request, so (S − A) / loop shows what one microsecond of extra work costs in worker",
+      "(Apache: child) CPU beside that request on this machine. Wake-ups per request:",
+      "`sched:sched_waking` events in the worker or child (perf, a separate 2 s run): nginx waking",
+      "wrk, which it found asleep; in Apache also the event MPM's listener and workers waking each other.", "",
       $amp;
 }
 

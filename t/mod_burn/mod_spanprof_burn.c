@@ -12,6 +12,13 @@
  *                               spanprof_apache_burn_beta()), then answers
  *                               "alpha 300 <pid> <tid>\n".
  *   GET /burn?fn=wait&ms=300    answers after 300 ms without using CPU.
+ *
+ *   SpanprofSpin <iterations>   (server config) runs a register-only loop
+ *                               in log_transaction of every request, for
+ *                               bench/amplification: the same fixed work
+ *                               beside different requests. The child logs at
+ *                               exit (notice) how long the loop took on
+ *                               average.
  */
 
 #include <stdint.h>
@@ -23,12 +30,20 @@
 
 #include "httpd.h"
 #include "http_config.h"
+#include "http_log.h"
 #include "http_protocol.h"
 #include "http_request.h"
 #include "apr_strings.h"
 
 
+module AP_MODULE_DECLARE_DATA spanprof_burn_module;
+
 static volatile uint64_t  spanprof_burn_sink;
+
+/* SpanprofSpin: one setting for the whole server (the bench needs no
+ * more); the totals are the child's, from all its threads. */
+static long               spanprof_spin_iterations;
+static _Atomic uint64_t   spanprof_spin_ns, spanprof_spin_count;
 
 
 static uint64_t
@@ -124,15 +139,108 @@ spanprof_burn_handler(request_rec *r)
 }
 
 
+static uint64_t
+spanprof_spin_mono_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000 + (uint64_t) ts.tv_nsec;
+}
+
+
+/* Four independent xorshift chains: registers only, no memory, so the loop
+ * takes the same time whatever the request around it did to the caches. */
+static int
+spanprof_spin_log_transaction(request_rec *r)
+{
+    uint64_t  a, b, c, d, t0;
+    long      i;
+
+    if (spanprof_spin_iterations <= 0 || r->main != NULL) {
+        return DECLINED;
+    }
+    t0 = spanprof_spin_mono_ns();
+    a = (uintptr_t) r;
+    b = a * 3;
+    c = a * 5;
+    d = a * 7;
+    for (i = 0; i < spanprof_spin_iterations; i++) {
+        a ^= a << 13; a ^= a >> 7;
+        b ^= b << 13; b ^= b >> 7;
+        c ^= c << 13; c ^= c >> 7;
+        d ^= d << 13; d ^= d >> 7;
+    }
+    spanprof_burn_sink = a + b + c + d;
+    spanprof_spin_ns += spanprof_spin_mono_ns() - t0;
+    spanprof_spin_count++;
+    return DECLINED;
+}
+
+
+static apr_status_t
+spanprof_spin_report(void *data)
+{
+    server_rec  *s = data;
+    uint64_t     n = spanprof_spin_count;
+
+    if (n > 0) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
+                     "SpanprofSpin: %" APR_UINT64_T_FMT " loops, %"
+                     APR_UINT64_T_FMT " ns each", (apr_uint64_t) n,
+                     (apr_uint64_t) (spanprof_spin_ns / n));
+    }
+    return APR_SUCCESS;
+}
+
+
+static void
+spanprof_spin_child_init(apr_pool_t *p, server_rec *s)
+{
+    if (spanprof_spin_iterations > 0) {
+        apr_pool_cleanup_register(p, s, spanprof_spin_report,
+                                  apr_pool_cleanup_null);
+    }
+}
+
+
+static const char *
+spanprof_spin_cmd(cmd_parms *cmd, void *dc, const char *arg)
+{
+    char  *end;
+    long   n;
+
+    n = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end != '\0' || n < 0 || n > 100000000) {
+        return "SpanprofSpin takes a number of iterations (0 to 100000000)";
+    }
+    spanprof_spin_iterations = n;
+    return NULL;
+}
+
+
+static const command_rec  spanprof_burn_cmds[] = {
+    AP_INIT_TAKE1("SpanprofSpin", spanprof_spin_cmd, NULL, RSRC_CONF,
+                  "iterations of a register-only loop run after each "
+                  "request (bench/amplification)"),
+    { NULL }
+};
+
+
 static void
 spanprof_burn_register_hooks(apr_pool_t *p)
 {
     ap_hook_handler(spanprof_burn_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_log_transaction(spanprof_spin_log_transaction, NULL, NULL,
+                            APR_HOOK_MIDDLE);
+    ap_hook_child_init(spanprof_spin_child_init, NULL, NULL,
+                       APR_HOOK_MIDDLE);
 }
 
 
 AP_DECLARE_MODULE(spanprof_burn) = {
     STANDARD20_MODULE_STUFF,
-    NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL,
+    spanprof_burn_cmds,
     spanprof_burn_register_hooks
 };
