@@ -178,6 +178,9 @@ my $FOREIGN = qr/^(?:spanprof_apache_burn_\w+|spanprof_burn_handler|ap_read_requ
 # the download's own write path: a file bucket read or sent by the core
 # output filter (no burner response has one)
 my $FILEIO = qr/^(?:apr_file_read|read|pread|sendfile|apr_socket_sendfile|mmap|munmap|apr_mmap_\w+|libaprutil[^+]*\+0x\w+)$/;
+# memory being allocated (a pool or bucket allocator mapping pages): not
+# file I/O, though it may end in mmap
+my $ALLOC = qr/^(?:apr_pool_\w+|apr_palloc|apr_pcalloc|apr_allocator_\w+|apr_bucket_alloc\w*|malloc|calloc|realloc)$/;
 
 sub frames { @{ $_[0]{stack} } }
 sub has { my ($x, $re) = @_; scalar grep { $_ =~ $re } frames($x) }
@@ -197,7 +200,12 @@ sub in_file_write {
     my @f = frames($x);
     my ($cof) = grep { $f[$_] eq 'ap_core_output_filter' } 0 .. $#f;
     return 0 unless defined $cof;
-    return scalar grep { $_ =~ $FILEIO } @f[0 .. $cof - 1];
+    my @below = @f[0 .. $cof - 1];
+    # any request's response header can allocate there (seen: a burner's
+    # ap_http_header_filter -> ap_core_output_filter -> apr_pool_create_ex
+    # -> mmap)
+    return 0 if grep { $_ =~ $ALLOC } @below;
+    return scalar grep { $_ =~ $FILEIO } @below;
 }
 
 my (%n, %unknown, @bad_dl, @bad_burn);
