@@ -52,7 +52,7 @@ $(AP_MODULE): $(AP_OBJS) $(AP_BUILD)/mod_spanprof.map
 	    -Wl,--version-script=$(AP_BUILD)/mod_spanprof.map \
 	    -o $@ $(AP_OBJS) $(CORE_LIBS) -ldl -lm
 
-$(AP_BURN): t/mod_burn/mod_spanprof_burn.c
+$(AP_BURN): t/mod_burn/mod_spanprof_burn.c t/spin_loop.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -O2 -g \
 	    -fPIC -shared $(AP_CPPFLAGS) -o $@ $<

@@ -35,6 +35,8 @@
 #include "http_request.h"
 #include "apr_strings.h"
 
+#include "../spin_loop.h"
+
 
 module AP_MODULE_DECLARE_DATA spanprof_burn_module;
 
@@ -149,29 +151,19 @@ spanprof_spin_mono_ns(void)
 }
 
 
-/* Four independent xorshift chains: registers only, no memory, so the loop
- * takes the same time whatever the request around it did to the caches. */
+/* The loop of t/spin_loop.h, timed. */
 static int
 spanprof_spin_log_transaction(request_rec *r)
 {
-    uint64_t  a, b, c, d, t0;
-    long      i;
+    uint64_t  t0;
 
     if (spanprof_spin_iterations <= 0 || r->main != NULL) {
         return DECLINED;
     }
     t0 = spanprof_spin_mono_ns();
-    a = (uintptr_t) r;
-    b = a * 3;
-    c = a * 5;
-    d = a * 7;
-    for (i = 0; i < spanprof_spin_iterations; i++) {
-        a ^= a << 13; a ^= a >> 7;
-        b ^= b << 13; b ^= b >> 7;
-        c ^= c << 13; c ^= c >> 7;
-        d ^= d << 13; d ^= d >> 7;
-    }
-    spanprof_burn_sink = a + b + c + d;
+    spanprof_burn_sink = spanprof_spin_loop((uintptr_t) r,
+                                            (unsigned long)
+                                            spanprof_spin_iterations);
     spanprof_spin_ns += spanprof_spin_mono_ns() - t0;
     spanprof_spin_count++;
     return DECLINED;

@@ -21,6 +21,8 @@
 
 #include <time.h>
 
+#include "../spin_loop.h"
+
 
 typedef struct {
     ngx_uint_t   fn;            /* 0 alpha, 1 beta, 2 wait */
@@ -241,13 +243,11 @@ ngx_http_spanprof_mono_ns(void)
 }
 
 
-/* Four independent xorshift chains: registers only, no memory, so the loop
- * takes the same time whatever the request around it did to the caches. */
+/* The loop of t/spin_loop.h, timed. */
 static ngx_int_t
 ngx_http_spanprof_spin_handler(ngx_http_request_t *r)
 {
-    uint64_t                            a, b, c, d, t0;
-    ngx_uint_t                          i;
+    uint64_t                            t0;
     ngx_http_spanprof_burn_loc_conf_t  *lcf;
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
@@ -256,17 +256,8 @@ ngx_http_spanprof_spin_handler(ngx_http_request_t *r)
     }
 
     t0 = ngx_http_spanprof_mono_ns();
-    a = (uintptr_t) r;
-    b = a * 3;
-    c = a * 5;
-    d = a * 7;
-    for (i = 0; i < lcf->spin; i++) {
-        a ^= a << 13; a ^= a >> 7;
-        b ^= b << 13; b ^= b >> 7;
-        c ^= c << 13; c ^= c >> 7;
-        d ^= d << 13; d ^= d >> 7;
-    }
-    ngx_http_spanprof_burn_sink = a + b + c + d;
+    ngx_http_spanprof_burn_sink = spanprof_spin_loop((uintptr_t) r,
+                                                     lcf->spin);
     ngx_http_spanprof_spin_ns += ngx_http_spanprof_mono_ns() - t0;
     ngx_http_spanprof_spins++;
 
