@@ -1,8 +1,9 @@
 # Benchmarks (included by the top Makefile). Not part of `all` or `test`:
 # `make bench` builds the modules and the tools below, runs bench/run (about
-# 20 minutes: nginx, then bench/run_apache for Apache httpd's event MPM;
-# BENCH_DURATION / BENCH_ROUNDS shorten it, BENCH_APACHE=0 leaves Apache
-# out) and rewrites BENCHMARKS.md. `make bench-tools` only builds.
+# 27 minutes: nginx, then bench/run_apache for Apache httpd's event MPM,
+# then bench/amplification; BENCH_DURATION / BENCH_ROUNDS shorten it,
+# BENCH_APACHE=0 and BENCH_AMPLIFICATION=0 leave those out)
+# and rewrites BENCHMARKS.md. `make bench-tools` only builds.
 # bench/callgrind (run by hand) gives repeatable instruction counts per
 # request under valgrind.
 
