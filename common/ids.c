@@ -13,6 +13,10 @@
 
 #include "ids.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* Bumped in the child after every fork(); a thread whose seen generation
  * differs reseeds, so we need no getpid() syscall per id. */
 static atomic_uint      ids_fork_gen;
@@ -235,6 +239,21 @@ sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN])
 }
 
 
+#if defined(__SSE2__)
+
+/* 16 nibbles (one per byte, 0..15) to their lowercase hex digits. */
+static inline __m128i
+hex_digits(__m128i x)
+{
+    __m128i  letter = _mm_cmpgt_epi8(x, _mm_set1_epi8(9));
+
+    x = _mm_add_epi8(x, _mm_set1_epi8('0'));
+    return _mm_add_epi8(x, _mm_and_si128(letter, _mm_set1_epi8('a' - '0' - 10)));
+}
+
+#endif
+
+
 void
 sp_hex_encode(char *dst, const uint8_t *src, size_t n)
 {
@@ -249,9 +268,26 @@ sp_hex_encode(char *dst, const uint8_t *src, size_t n)
         "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
         "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
         "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
-    size_t             i;
+    size_t             i = 0;
 
-    for (i = 0; i < n; i++) {
+#if defined(__SSE2__)
+    /* Whole ids at once (Apache formats a traceparent and the span ids
+     * for every request): split each byte into its two nibbles,
+     * interleave them high first, and add '0' or 'a' - 10. About 10
+     * instructions for 8 bytes, where the table takes 6 per byte. */
+    const __m128i  low4 = _mm_set1_epi8(0x0f);
+    __m128i        v, hi, lo;
+
+    for ( ; i + 8 <= n; i += 8) {
+        v = _mm_loadl_epi64((const __m128i *) (const void *) (src + i));
+        hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+        lo = _mm_and_si128(v, low4);
+        _mm_storeu_si128((__m128i *) (void *) (dst + 2 * i),
+                         hex_digits(_mm_unpacklo_epi8(hi, lo)));
+    }
+#endif
+
+    for ( ; i < n; i++) {
         memcpy(dst + 2 * i, pairs + 2 * src[i], 2);
     }
 }

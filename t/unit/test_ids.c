@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -118,6 +119,34 @@ test_hex(void)
     memset(hex, 0, sizeof(hex));
     sp_hex_encode(hex, bytes, sizeof(bytes));
     is_str(hex, "00017f80abff", "hex encode is lowercase");
+
+    /* Every byte value, at every length and offset the vector path and
+     * the byte-wise tail split differently, against snprintf; nothing is
+     * written past 2n. */
+    {
+        uint8_t   all[256 + 40];
+        char      got[2 * 40 + 8], want[2 * 40 + 8];
+        unsigned  len, off, k, bad = 0;
+
+        for (k = 0; k < sizeof(all); k++) {
+            all[k] = (uint8_t) (k * 167 + 13);
+        }
+        for (k = 0; k < 256; k++) {
+            all[k] = (uint8_t) k;
+        }
+        for (off = 0; off < 256; off += 3) {
+            for (len = 0; len <= 40; len++) {
+                memset(got, '#', sizeof(got));
+                sp_hex_encode(got, all + off, len);
+                for (k = 0; k < len; k++) {
+                    snprintf(want + 2 * k, 3, "%02x", all[off + k]);
+                }
+                bad += memcmp(got, want, 2 * len) != 0
+                       || got[2 * len] != '#';
+            }
+        }
+        is_int(bad, 0, "hex encode of every byte, lengths 0..40, no overrun");
+    }
 
     memset(out, 0, sizeof(out));
     is_int(sp_hex_decode(out, "00017f80abff", sizeof(out)), 0, "decode");
