@@ -17,6 +17,7 @@
 #include "apr_tables.h"
 
 #include "common/exporter.h"
+#include "common/http_span.h"
 #include "common/ids.h"
 #include "common/thread_ctx.h"
 #include "common/traceparent.h"
@@ -173,7 +174,11 @@ request_rec *spanprof_last(request_rec *r);
 
 /* spanprof_span.c */
 void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
-const char *spanprof_default_name(request_rec *r, apr_size_t *len);
+/* The default span name, "{method} {route}", of r with the given route
+ * into buf (SP_HTTP_SPAN_NAME_LEN bytes); returns its length. */
+apr_size_t spanprof_default_name(request_rec *r, const char *route,
+    char *buf, apr_size_t cap);
+const char *spanprof_route(request_rec *r);
 void spanprof_proxy_attempt(request_rec *r, const char *url);
 void spanprof_proxy_done(request_rec *r, int status);
 

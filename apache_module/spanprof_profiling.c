@@ -90,7 +90,7 @@ spanprof_thread_serves(void)
 void
 spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
-    const char           *name;
+    char                  name[SP_HTTP_SPAN_NAME_LEN];
     apr_size_t            len;
     spanprof_dir_conf_t  *dc;
 
@@ -113,7 +113,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     if (sp_thread_ctx_current() == &ctx->record) {
         sp_thread_ctx_detach();
     }
-    name = spanprof_default_name(r, &len);
+    len = spanprof_default_name(r, spanprof_route(r), name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               spanprof_flags(ctx), name, len);
     ctx->profiled = 1;

@@ -20,7 +20,7 @@
 
 
 /* The <Location> (not regex) whose settings the request ended with. */
-static const char *
+const char *
 spanprof_route(request_rec *r)
 {
     spanprof_dir_conf_t  *dc;
@@ -34,20 +34,16 @@ spanprof_route(request_rec *r)
 
 
 /* "{method} {route}", "{method}" without a route; "HTTP" for a method
- * that is not a standard one. */
-const char *
-spanprof_default_name(request_rec *r, apr_size_t *len)
+ * that is not a standard one. Into the caller's buffer: no pool
+ * allocation per request. */
+apr_size_t
+spanprof_default_name(request_rec *r, const char *route, char *buf,
+    apr_size_t cap)
 {
-    const char  *route, *method = r->method ? r->method : "";
-    char        *name;
-    apr_size_t   cap;
+    const char  *method = r->method ? r->method : "";
 
-    route = spanprof_route(r);
-    cap = sizeof("OPTIONS ") + (route ? strlen(route) : 0);
-    name = apr_palloc(r->pool, cap);
-    *len = sp_http_span_name(name, cap, method, strlen(method), route,
+    return sp_http_span_name(buf, cap, method, strlen(method), route,
                              route ? strlen(route) : 0);
-    return name;
 }
 
 
@@ -128,8 +124,9 @@ static void
 spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
-    char                  hex[2 * SP_SPAN_ID_LEN], *name;
-    const char           *v, *q, *method, *route, *err, *cl;
+    char                  hex[2 * SP_SPAN_ID_LEN];
+    char                  name[SP_HTTP_SPAN_NAME_LEN];
+    const char           *v, *q, *route, *err, *cl;
     apr_off_t             body;
     int                   i;
     request_rec          *last;
@@ -160,14 +157,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
     if (v == NULL) {
-        method = r->method ? r->method : "";
-        name = apr_palloc(r->pool, sizeof("OPTIONS ")
-                                   + (route ? strlen(route) : 0));
         sp_span_set_name(s, name,
-                         sp_http_span_name(name, sizeof("OPTIONS ")
-                                           + (route ? strlen(route) : 0),
-                                           method, strlen(method), route,
-                                           route ? strlen(route) : 0));
+                         spanprof_default_name(r, route, name, sizeof(name)));
     } else {
         sp_span_set_name(s, v, strlen(v));
     }

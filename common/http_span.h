@@ -18,6 +18,11 @@ const char *sp_http_known_method(const char *m, size_t len);
 size_t sp_http_span_name(char *buf, size_t cap, const char *method,
     size_t mlen, const char *route, size_t rlen);
 
+/* A buffer that holds every name sp_http_span_name() writes with a route
+ * up to the longest attribute value; a longer route leaves the method
+ * alone (both servers name spans alike). */
+#define SP_HTTP_SPAN_NAME_LEN  (sizeof("OPTIONS ") + SP_SPAN_MAX_VALUE)
+
 /* http.request.method, and http.request.method_original when the method is
  * not a standard one. */
 void sp_http_span_method(sp_span_t *s, const char *m, size_t len);

@@ -21,6 +21,7 @@ static ngx_int_t ngx_http_spanprof_log_handler(ngx_http_request_t *r);
 
 static void *ngx_http_spanprof_create_main_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_spanprof_create_srv_conf(ngx_conf_t *cf);
 static void *ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -234,7 +235,7 @@ static ngx_http_module_t  ngx_http_spanprof_module_ctx = {
     ngx_http_spanprof_create_main_conf,    /* create main configuration */
     ngx_http_spanprof_init_main_conf,      /* init main configuration */
 
-    NULL,                                  /* create server configuration */
+    ngx_http_spanprof_create_srv_conf,     /* create server configuration */
     NULL,                                  /* merge server configuration */
 
     ngx_http_spanprof_create_loc_conf,     /* create location configuration */
@@ -263,12 +264,34 @@ ngx_module_t  ngx_http_spanprof_module = {
 static ngx_int_t
 ngx_http_spanprof_post_read_handler(ngx_http_request_t *r)
 {
+    ngx_http_spanprof_srv_conf_t  *scf;
+
     /* Creating the context here stamps the span's start time as soon as the
-     * request header has been read. */
-    if (r == r->main) {
+     * request header has been read; the location is not known yet, so in
+     * any server where some location may need it. */
+    scf = ngx_http_get_module_srv_conf(r, ngx_http_spanprof_module);
+    if (r == r->main && scf->active) {
         (void) ngx_http_spanprof_get_ctx(r, 1);
     }
     return NGX_DECLINED;
+}
+
+
+/* A location that neither traces, propagates nor profiles leaves alone a
+ * request whose context nothing has decided yet: no ids, no headers, no
+ * span. (A variable such as $otel_trace_id still decides it on use.) */
+static ngx_flag_t
+ngx_http_spanprof_inactive(ngx_http_request_t *r)
+{
+    ngx_http_spanprof_ctx_t       *ctx;
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+    if (lcf->active) {
+        return 0;
+    }
+    ctx = ngx_http_spanprof_get_ctx(r, 0);
+    return ctx == NULL || !ctx->resolved;
 }
 
 
@@ -280,7 +303,7 @@ ngx_http_spanprof_rewrite_handler(ngx_http_request_t *r)
 
     /* Subrequests share the main request's header list, which the main
      * request has edited already. */
-    if (r != r->main) {
+    if (r != r->main || ngx_http_spanprof_inactive(r)) {
         return NGX_DECLINED;
     }
 
@@ -334,7 +357,7 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
 {
     ngx_http_spanprof_ctx_t  *ctx;
 
-    if (r != r->main) {
+    if (r != r->main || ngx_http_spanprof_inactive(r)) {
         return NGX_OK;
     }
 
@@ -423,6 +446,19 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
 
 
 static void *
+ngx_http_spanprof_create_srv_conf(ngx_conf_t *cf)
+{
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     scf->active = 0;
+     */
+
+    return ngx_pcalloc(cf->pool, sizeof(ngx_http_spanprof_srv_conf_t));
+}
+
+
+static void *
 ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
 {
     ngx_http_spanprof_loc_conf_t  *lcf;
@@ -454,6 +490,8 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_spanprof_loc_conf_t  *prev = parent;
     ngx_http_spanprof_loc_conf_t  *conf = child;
 
+    ngx_http_spanprof_srv_conf_t  *scf;
+
     if (conf->trace == NGX_CONF_UNSET_UINT) {
         conf->trace = prev->trace;
         conf->trace_var = prev->trace_var;
@@ -469,6 +507,18 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
      * inherited list. */
     ngx_conf_merge_ptr_value(conf->span_attrs, prev->span_attrs, NULL);
     ngx_conf_merge_value(conf->profiling, prev->profiling, 0);
+
+    conf->active = conf->trace != NGX_HTTP_SPANPROF_TRACE_OFF
+                   || conf->context != NGX_HTTP_SPANPROF_CTX_IGNORE
+                   || conf->profiling;
+
+    /* Called for a server's own level and then for each of its locations
+     * (nested ones and "if" blocks too), with cf->ctx holding that
+     * server's srv_conf. */
+    if (conf->active) {
+        scf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_spanprof_module);
+        scf->active = 1;
+    }
 
     return NGX_CONF_OK;
 }

@@ -17,6 +17,7 @@
 #include <ngx_http.h>
 
 #include "common/exporter.h"
+#include "common/http_span.h"
 #include "common/ids.h"
 #include "common/thread_ctx.h"
 
@@ -75,6 +76,13 @@ typedef struct {
 } ngx_http_spanprof_main_conf_t;
 
 
+/* Whether any location of a server traces, propagates or profiles: the
+ * others' requests get no context before their location is known. */
+typedef struct {
+    ngx_flag_t                   active;
+} ngx_http_spanprof_srv_conf_t;
+
+
 typedef struct {
     ngx_uint_t                   trace;          /* NGX_HTTP_SPANPROF_TRACE_* */
     ngx_http_complex_value_t    *trace_var;
@@ -82,6 +90,8 @@ typedef struct {
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
     ngx_flag_t                   profiling;
+    /* Traces (or may: a variable), propagates or profiles; set at merge. */
+    ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;
 
 
@@ -132,10 +142,7 @@ ngx_int_t ngx_http_spanprof_export(ngx_http_request_t *r,
 
 ngx_int_t ngx_http_spanprof_add_variables(ngx_conf_t *cf);
 
-/* Room for a default span name: "OPTIONS " and a route of the longest
- * value a span keeps. */
-#define NGX_HTTP_SPANPROF_NAME_LEN  (sizeof("OPTIONS ") + SP_SPAN_MAX_VALUE)
-
+/* The default span name into buf (SP_HTTP_SPAN_NAME_LEN bytes). */
 size_t ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
     size_t cap);
 

@@ -194,7 +194,7 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx)
 {
     size_t                         len;
-    u_char                         name[NGX_HTTP_SPANPROF_NAME_LEN];
+    u_char                         name[SP_HTTP_SPAN_NAME_LEN];
     ngx_http_spanprof_loc_conf_t  *lcf;
 
     if (!ngx_http_spanprof_sampling) {

@@ -156,7 +156,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
 {
     u_char                        *q;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
-    u_char                         name[NGX_HTTP_SPANPROF_NAME_LEN];
+    u_char                         name[SP_HTTP_SPAN_NAME_LEN];
     off_t                          sent;
     ngx_str_t                      v, *route, path, query;
     ngx_uint_t                     i;
