@@ -632,6 +632,83 @@ spanprof_mark_routes(apr_pool_t *pconf, server_rec *s)
 }
 
 
+/* Whether a section (with the sections nested in it: <Files>, <If>)
+ * traces, propagates or profiles. */
+static int
+spanprof_section_active(ap_conf_vector_t *sec)
+{
+    int                   i;
+    core_dir_config      *cd;
+    ap_conf_vector_t    **sub;
+    spanprof_dir_conf_t  *dc;
+
+    dc = ap_get_module_config(sec, &spanprof_module);
+    if (dc != NULL && spanprof_dir_active(dc)) {
+        return 1;
+    }
+    cd = ap_get_core_module_config(sec);
+    if (cd == NULL) {
+        return 0;
+    }
+    if (cd->sec_file != NULL) {
+        sub = (ap_conf_vector_t **) cd->sec_file->elts;
+        for (i = 0; i < cd->sec_file->nelts; i++) {
+            if (spanprof_section_active(sub[i])) {
+                return 1;
+            }
+        }
+    }
+    if (cd->sec_if != NULL) {
+        sub = (ap_conf_vector_t **) cd->sec_if->elts;
+        for (i = 0; i < cd->sec_if->nelts; i++) {
+            if (spanprof_section_active(sub[i])) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+
+static int
+spanprof_sections_active(apr_array_header_t *secs)
+{
+    int                  i;
+    ap_conf_vector_t   **sec;
+
+    if (secs == NULL) {
+        return 0;
+    }
+    sec = (ap_conf_vector_t **) secs->elts;
+    for (i = 0; i < secs->nelts; i++) {
+        if (spanprof_section_active(sec[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+/* Marks the virtual hosts whose requests may need the module. A host's
+ * lookup_defaults and section lists already include the main server's
+ * (ap_fixup_virtual_hosts ran before check_config). */
+static void
+spanprof_mark_active(server_rec *s)
+{
+    core_server_config   *sconf;
+    spanprof_srv_conf_t  *sc;
+
+    for (; s != NULL; s = s->next) {
+        sc = ap_get_module_config(s->module_config, &spanprof_module);
+        sconf = ap_get_core_module_config(s->module_config);
+        sc->active = spanprof_section_active(s->lookup_defaults)
+                     || (sconf != NULL
+                         && (spanprof_sections_active(sconf->sec_dir)
+                             || spanprof_sections_active(sconf->sec_url)));
+    }
+}
+
+
 static int
 spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     server_rec *s)
@@ -642,6 +719,7 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     sc = ap_get_module_config(s->module_config, &spanprof_module);
 
     spanprof_mark_routes(pconf, s);
+    spanprof_mark_active(s);
 
     if (spanprof_globals.trace_line && sc->endpoint == NULL) {
         ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
@@ -682,7 +760,10 @@ spanprof_post_read_request(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_globals.used || r->main != NULL || r->prev != NULL) {
+    if (!spanprof_globals.used || r->main != NULL || r->prev != NULL
+        || !((spanprof_srv_conf_t *) ap_get_module_config(
+                 r->server->module_config, &spanprof_module))->active)
+    {
         return DECLINED;
     }
 
@@ -712,6 +793,27 @@ spanprof_post_read_request(request_rec *r)
 }
 
 
+/* Settings that neither trace, propagate nor profile leave alone a
+ * request whose context nothing has decided yet (and that is not
+ * labelled): no ids, no environment, no headers, no span. A subrequest
+ * (mod_include, mod_cgi's PATH_TRANSLATED lookup) never decides its main
+ * request's context: it only follows one already decided. */
+static int
+spanprof_leaves_alone(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main == NULL && spanprof_dir_active(spanprof_dir_conf(r))) {
+        return 0;
+    }
+    ctx = spanprof_get_ctx(r, 0);
+    if (r->main != NULL) {
+        return ctx == NULL || !ctx->resolved;
+    }
+    return ctx == NULL || (!ctx->resolved && !ctx->profiled);
+}
+
+
 /* Right after httpd's first <Location> walk: the trace context is decided
  * with the settings of the location the request is in. */
 static int
@@ -719,7 +821,7 @@ spanprof_translate_name(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_globals.used) {
+    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
         return DECLINED;
     }
     ctx = spanprof_resolve(r);
@@ -738,7 +840,7 @@ spanprof_fixups(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_globals.used) {
+    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
         return DECLINED;
     }
     ctx = spanprof_resolve(r);
@@ -783,7 +885,9 @@ spanprof_log_transaction(request_rec *r)
     spanprof_conn_t         *cc;
     sp_thread_ctx_record_t  *saved;
 
-    if (!spanprof_globals.used || r->main != NULL) {
+    if (!spanprof_globals.used || r->main != NULL
+        || spanprof_leaves_alone(r))
+    {
         return DECLINED;
     }
 

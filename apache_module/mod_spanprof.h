@@ -59,6 +59,11 @@ typedef struct {
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
     const char          *pyroscope;
+
+    /* Per virtual host, set after the configuration is read: some section
+     * that applies to it (or the host itself) traces, propagates or
+     * profiles. The others' requests get no context at all. */
+    int                  active;
 } spanprof_srv_conf_t;
 
 
@@ -87,6 +92,11 @@ typedef struct {
     int                  route_set;
     const char          *route;
 } spanprof_dir_conf_t;
+
+/* The settings trace, propagate or profile (merged or a section's own). */
+#define spanprof_dir_active(dc)                                               \
+    ((dc)->trace == 1 || (dc)->profiling == 1                                 \
+     || spanprof_extracts((dc)->context) || spanprof_injects((dc)->context))
 
 
 /* The trace context of one request (the original request: internal

@@ -162,6 +162,55 @@ EOF
     $ap->stop;
 };
 
+# Sections and hosts that neither trace, propagate nor profile leave their
+# requests alone: no environment, no span, the request headers as sent.
+subtest 'untraced sections and virtual hosts' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv,
+        files => { 'htdocs/env.cgi' => $ENVCGI, 'htdocs/echo.cgi' => $ECHO }, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    <Location /env.cgi/quiet/>
+        OtelTrace Off
+    </Location>
+    <Location /env.cgi/propagating/>
+        OtelTrace Off
+        OtelTraceContext propagate
+    </Location>
+</VirtualHost>
+<VirtualHost 127.0.0.1:%%PORT2%%>
+    OtelTrace Off
+</VirtualHost>
+EOF
+    my $tp_in = "00-$T2-$P2-01";
+    my %r = (
+        quiet       => http_get($ap->port, '/env.cgi/quiet/q'),
+        propagating => http_get($ap->port, '/env.cgi/propagating/p', headers => { traceparent => $tp_in }),
+        traced      => http_get($ap->port, '/env.cgi/traced/t'),
+        host        => http_get($ap->port2, '/env.cgi/host/h'),
+        host_echo   => http_get($ap->port2, '/echo.cgi/host/e', headers => { traceparent => $tp_in, tracestate => $TS }),
+    );
+    my $env = sub { my %e = $_[0]{content} =~ /(\w+)=(\S*)/g; \%e };
+    my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/env.cgi/traced/t' });
+    ok $sv, 'a traced section: SERVER span' or return diag $recv->summary;
+    is $env->($r{traced})->{trace}, $sv->{trace_id}, 'a traced section: OTEL_TRACE_ID';
+    is $env->($r{quiet})->{trace}, '', 'an untraced section: no OTEL_TRACE_ID';
+    is $env->($r{quiet})->{tp}, '', 'an untraced section: no OTEL_TRACEPARENT';
+    my $pe = $env->($r{propagating});
+    is $pe->{trace}, $T2, 'an untraced but propagating section: the incoming trace id';
+    is $pe->{parent}, $P2, 'and its parent id';
+    is $env->($r{host})->{trace}, '', 'a virtual host where nothing traces: no OTEL_TRACE_ID';
+    my ($tp, $ts) = parse_echo($r{host_echo}{content});
+    is $tp, $tp_in, 'a virtual host where nothing traces: traceparent as sent';
+    is $ts, $TS, 'and tracestate';
+    sleep 0.3;
+    my @other = grep { ($_->{attrs}{'url.path'} // '') =~ m{^/(env|echo)\.cgi/(quiet|propagating|host)/} }
+        collect_spans($recv);
+    is scalar @other, 0, "no span for the others" or diag join " ", map { $_->{attrs}{"url.path"} } @other;
+    $ap->stop;
+};
+
 # mod_include: subrequests add no span and see the main request's ids.
 subtest 'SSI subrequests' => sub {
     my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'],
@@ -472,8 +521,8 @@ sub run_mpm {
 
         my @off = $span->('off');
         is scalar @off, 0, 'OtelTrace Off in a Location: no span';
-        like $req{off}{res}{headers}{'x-trace-id'} // '', qr/^[0-9a-f]{32}$/,
-            'ids still in the environment';
+        unlike $req{off}{res}{headers}{'x-trace-id'} // '', qr/[0-9a-f]{32}/,
+            'no OTEL_* environment where nothing traces, propagates or profiles';
 
         my @g = $span->('gone');
         is scalar @g, 1, 'ErrorDocument (internal redirect): one span';
