@@ -718,7 +718,11 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
 
     sc = ap_get_module_config(s->module_config, &spanprof_module);
 
-    spanprof_mark_routes(pconf, s);
+    /* A route marks every <Location> with our configuration, which httpd
+     * then merges per request: only worth it when something reads it. */
+    if (spanprof_globals.used) {
+        spanprof_mark_routes(pconf, s);
+    }
     spanprof_mark_active(s);
 
     if (spanprof_globals.trace_line && sc->endpoint == NULL) {
