@@ -211,6 +211,28 @@ EOF
     $ap->stop;
 };
 
+# A <Location> of the main server applies to virtual hosts that set
+# nothing themselves: they are not taken for untraced.
+subtest 'a main-server section traces in a virtual host' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv,
+        files => { 'htdocs/env.cgi' => $ENVCGI }, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+<Location /env.cgi/global/>
+    OtelTrace On
+</Location>
+<VirtualHost 127.0.0.1:%%PORT%%>
+</VirtualHost>
+EOF
+    my $r = http_get($ap->port, '/env.cgi/global/g');
+    my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/env.cgi/global/g' });
+    ok $sv, 'SERVER span' or return diag $recv->summary;
+    my %e = $r->{content} =~ /(\w+)=(\S*)/g;
+    is $e{trace}, $sv->{trace_id}, 'OTEL_TRACE_ID';
+    is $sv->{attrs}{'http.route'}, '/env.cgi/global/', 'route of the main server\'s Location';
+    $ap->stop;
+};
+
 # mod_include: subrequests add no span and see the main request's ids.
 subtest 'SSI subrequests' => sub {
     my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'],
