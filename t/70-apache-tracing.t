@@ -214,17 +214,29 @@ EOF
 # A <Location> of the main server applies to virtual hosts that set
 # nothing themselves: they are not taken for untraced.
 subtest 'a main-server section traces in a virtual host' => sub {
-    my $ap = start_apache(mpm => 'event', receiver => $recv,
-        files => { 'htdocs/env.cgi' => $ENVCGI }, conf => <<'EOF');
+    (my $conf = <<'EOF') =~ s/LONGROUTE/'r' x 520/e;
 OtelExporterEndpoint %%RECEIVER%%
 OtelExporterInterval 0.1
 <Location /env.cgi/global/>
     OtelTrace On
 </Location>
 <VirtualHost 127.0.0.1:%%PORT%%>
+    <Location /env.cgi/LONGROUTE/>
+        OtelTrace On
+    </Location>
 </VirtualHost>
 EOF
+    my $ap = start_apache(mpm => 'event', receiver => $recv,
+        files => { 'htdocs/env.cgi' => $ENVCGI }, conf => $conf);
     my $r = http_get($ap->port, '/env.cgi/global/g');
+    # A route longer than a span keeps (512 bytes) leaves the name to the
+    # method alone, as in nginx.
+    my $long = 'r' x 520;
+    http_get($ap->port, "/env.cgi/$long/x");
+    # (url.path is cut at 512 bytes too)
+    my ($lv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') =~ m{^/env\.cgi/rrrr} });
+    ok $lv, 'span under a long route' or return diag $recv->summary;
+    is $lv->{name}, 'GET', 'a route over 512 bytes: the name is the method alone';
     my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/env.cgi/global/g' });
     ok $sv, 'SERVER span' or return diag $recv->summary;
     my %e = $r->{content} =~ /(\w+)=(\S*)/g;
