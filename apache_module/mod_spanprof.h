@@ -139,8 +139,13 @@ typedef struct {
         const char          *path;            /* unix socket, or NULL */
     }                        attempts[SPANPROF_MAX_ATTEMPTS];
 
-    /* The labels of this request's CPU samples (OTEP 4947 record). */
+    /* The labels of this request's CPU samples (OTEP 4947 record), and
+     * the route and method its span name was made of, when whole: the
+     * span reuses it if they are still the request's. */
     sp_thread_ctx_record_t   record;
+    unsigned                 record_named:1;
+    const char              *record_route;
+    const char              *record_method;
 } spanprof_ctx_t;
 
 /* Per connection: the request being served on it, so that a thread that

@@ -92,6 +92,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
     char                  name[SP_HTTP_SPAN_NAME_LEN];
     apr_size_t            len;
+    const char           *route;
     spanprof_dir_conf_t  *dc;
 
     if (!spanprof_sampling_on) {
@@ -113,9 +114,13 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     if (sp_thread_ctx_current() == &ctx->record) {
         sp_thread_ctx_detach();
     }
-    len = spanprof_default_name(r, spanprof_route(r), name, sizeof(name));
+    route = spanprof_route(r);
+    len = spanprof_default_name(r, route, name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               spanprof_flags(ctx), name, len);
+    ctx->record_named = len > 0 && len + 2 <= SP_THREAD_CTX_ATTRS_MAX;
+    ctx->record_route = route;
+    ctx->record_method = r->method;
     ctx->profiled = 1;
     sp_thread_ctx_attach(&ctx->record);
 }

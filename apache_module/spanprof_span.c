@@ -156,7 +156,13 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
             v = NULL;
         }
     }
-    if (v == NULL) {
+    if (v == NULL && ctx->profiled && ctx->record_named
+        && ctx->record_route == route && ctx->record_method == r->method)
+    {
+        /* The name the samples' labels carry, made of the same parts. */
+        sp_span_set_name(s, (const char *) ctx->record.attrs_data + 2,
+                         ctx->record.attrs_data[1]);
+    } else if (v == NULL) {
         sp_span_set_name(s, name,
                          spanprof_default_name(r, route, name, sizeof(name)));
     } else {

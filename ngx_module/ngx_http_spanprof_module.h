@@ -118,8 +118,12 @@ typedef struct {
     unsigned                     logged:1;
     unsigned                     profiled:1;
 
-    /* The labels of this request's CPU samples (OTEP 4947 record). */
+    /* The labels of this request's CPU samples (OTEP 4947 record), and
+     * the location and method its span name was made for, when whole:
+     * the span reuses it if they are still the request's. */
     sp_thread_ctx_record_t       record;
+    void                        *record_loc;
+    u_char                      *record_method;
 } ngx_http_spanprof_ctx_t;
 
 

@@ -218,6 +218,13 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               ngx_http_spanprof_flags(ctx),
                               (const char *) name, len);
+    if (len > 0 && len + 2 <= SP_THREAD_CTX_ATTRS_MAX) {
+        ctx->record_loc = ngx_http_get_module_loc_conf(r,
+                                                       ngx_http_core_module);
+        ctx->record_method = r->method_name.data;
+    } else {
+        ctx->record_loc = NULL;
+    }
     ctx->profiled = 1;
     ngx_http_spanprof_attach(&ctx->record);
 }

@@ -183,6 +183,16 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     {
         sp_span_set_name(s, (const char *) v.data, v.len);
 
+    } else if (ctx->profiled && ctx->record_loc != NULL
+               && ctx->record_loc == ngx_http_get_module_loc_conf(r,
+                                                  ngx_http_core_module)
+               && ctx->record_method == r->method_name.data)
+    {
+        /* The name the samples' labels carry: made at the rewrite phase
+         * in this same location. */
+        sp_span_set_name(s, (const char *) ctx->record.attrs_data + 2,
+                         ctx->record.attrs_data[1]);
+
     } else {
         sp_span_set_name(s, (const char *) name,
                          ngx_http_spanprof_default_name(r, name,
