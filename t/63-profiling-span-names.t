@@ -18,14 +18,26 @@ need_module();
 
 my $LONG = '/long-' . ('x' x 90);
 
+# Each case: [method, path, status, expected span name, profiled].
+sub send_requests {
+    my ($label, $port, @cases) = @_;
+    for my $c (@cases) {
+        my ($method, $path, $status) = @$c;
+        my $r = http_request($method, $port, $path,
+            $method eq 'POST' ? (content => 'x') : ());
+        is $r->{status}, $status, "$label: $method $path answered $status";
+    }
+}
+
 sub check_names {
-    my ($label, $spans, %want) = @_;
-    for my $path (sort keys %want) {
+    my ($label, $spans, @cases) = @_;
+    for my $c (@cases) {
+        my ($method, $path, undef, $name, $profiled) = @$c;
         my @s = grep { ($_->{attrs}{'url.path'} // '') eq $path } server_spans(@$spans);
         is scalar(@s), 1, "$label: one SERVER span for $path" or next;
-        is $s[0]{name}, $want{$path}, "$label: $path is named \"$want{$path}\"";
-        ok exists $s[0]{attrs}{'pyroscope.profile.id'}, "$label: $path was profiled"
-            unless $want{$path} eq 'custom' || $path eq '/off/x';
+        is $s[0]{name}, $name, "$label: $method $path is named \"$name\"";
+        is exists $s[0]{attrs}{'pyroscope.profile.id'} ? 1 : 0, $profiled,
+            "$label: $path " . ($profiled ? 'was' : 'was not') . ' profiled';
     }
 }
 
@@ -49,23 +61,17 @@ server {
     location / { return 200 "sync\\n"; }
 }
 EOF
-    my $P = $ngx->port;
-    is http_get($P, '/plain/a')->{status}, 200, 'GET /plain/a';
-    is http_request('POST', $P, '/plain/b', content => 'x')->{status}, 200, 'POST /plain/b';
-    is http_get($P, '/err/c')->{status}, 200, 'GET /err/c (error_page into /landing/)';
-    is http_get($P, '/named/d')->{status}, 200, 'GET /named/d (error_page into @fallback)';
-    is http_get($P, "$LONG/e")->{status}, 200, 'GET of the long location';
-    is http_get($P, '/custom/f')->{status}, 200, 'GET /custom/f';
-    is http_get($P, '/off/x')->{status}, 200, 'GET /off/x';
-    my @spans = sync_spans($recv, $P);
-    check_names('nginx', \@spans,
-        '/plain/a' => 'GET /plain/',
-        '/plain/b' => 'POST /plain/',
-        '/err/c'   => 'GET /landing/',
-        '/named/d' => 'GET',
-        "$LONG/e"  => "GET $LONG",
-        '/custom/f' => 'custom',
-        '/off/x'   => 'GET /off/');
+    my @cases = (
+        [GET  => '/plain/a',  200, 'GET /plain/',   1],
+        [POST => '/plain/b',  200, 'POST /plain/',  1],
+        [GET  => '/err/c',    200, 'GET /landing/', 1],   # error_page
+        [GET  => '/named/d',  200, 'GET',           1],   # into @fallback
+        [GET  => "$LONG/e",   200, "GET $LONG",     1],
+        [GET  => '/custom/f', 200, 'custom',        1],
+        [GET  => '/off/x',    200, 'GET /off/',     0],
+    );
+    send_requests('nginx', $ngx->port, @cases);
+    check_names('nginx', [sync_spans($recv, $ngx->port)], @cases);
 };
 
 subtest 'apache (event)' => sub {
@@ -100,22 +106,17 @@ ErrorDocument 200 "ok"
     Redirect 200 /off
 </Location>
 EOF
-    my $P = $ap->port;
-    is http_get($P, '/plain/a')->{status}, 200, 'GET /plain/a';
-    is http_request('POST', $P, '/plain/b', content => 'x')->{status}, 200, 'POST /plain/b';
-    is http_get($P, '/err/c')->{status}, 404, 'GET /err/c (ErrorDocument into /landing: 404 kept)';
-    is http_get($P, "$LONG/e")->{status}, 200, 'GET of the long location';
-    is http_get($P, '/custom/f')->{status}, 200, 'GET /custom/f';
-    is http_get($P, '/off/x')->{status}, 200, 'GET /off/x';
+    my @cases = (
+        [GET  => '/plain/a',  200, 'GET /plain',    1],
+        [POST => '/plain/b',  200, 'POST /plain',   1],
+        [GET  => '/err/c',    404, 'GET /landing',  1],   # ErrorDocument
+        [GET  => "$LONG/e",   200, "GET $LONG",     1],
+        [GET  => '/custom/f', 200, 'custom',        1],
+        [GET  => '/off/x',    200, 'GET /off',      0],
+    );
+    send_requests('apache', $ap->port, @cases);
     $ap->stop;
-    my @spans = collect_spans($recv);
-    check_names('apache', \@spans,
-        '/plain/a' => 'GET /plain',
-        '/plain/b' => 'POST /plain',
-        '/err/c'   => 'GET /landing',
-        "$LONG/e"  => "GET $LONG",
-        '/custom/f' => 'custom',
-        '/off/x'   => 'GET /off');
+    check_names('apache', [collect_spans($recv)], @cases);
 };
 
 done_testing;
