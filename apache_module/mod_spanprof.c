@@ -99,20 +99,10 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 }
 
 
-/* Unset values read as the defaults. */
-static spanprof_dir_conf_t  spanprof_dir_defaults = {
+/* Unset values read as the defaults (spanprof_dir_conf(), in the header). */
+const spanprof_dir_conf_t  spanprof_dir_defaults = {
     0, SPANPROF_CTX_IGNORE, NULL, NULL, 0, 0, NULL
 };
-
-spanprof_dir_conf_t *
-spanprof_dir_conf(request_rec *r)
-{
-    spanprof_dir_conf_t  *dc;
-
-    dc = r->per_dir_config
-         ? ap_get_module_config(r->per_dir_config, &spanprof_module) : NULL;
-    return dc != NULL ? dc : &spanprof_dir_defaults;
-}
 
 
 /* ---- directive handlers --------------------------------------------------- */
@@ -906,7 +896,7 @@ spanprof_log_transaction(request_rec *r)
     /* This may run when the response's last bytes are written: on another
      * thread (event), or while this thread serves the next request of the
      * connection; the work done here is this request's. */
-    saved = sp_thread_ctx_current();
+    saved = spanprof_sampling() ? sp_thread_ctx_current() : NULL;
     spanprof_bind(ctx);
 
     if (ctx->sampled && spanprof_exporter != NULL && spanprof_export_spans) {

@@ -132,6 +132,7 @@ typedef struct {
     int                      nattempts;
     uint64_t                 proxy_start_ns;
     uint64_t                 proxy_end_ns;
+    /* From here to the end: not zeroed when the context is made. */
     struct {
         uint64_t             start_ns;
         const char          *host;
@@ -173,7 +174,19 @@ extern server_rec         *spanprof_main_server;
 
 
 /* mod_spanprof.c */
-spanprof_dir_conf_t *spanprof_dir_conf(request_rec *r);
+extern const spanprof_dir_conf_t  spanprof_dir_defaults;
+
+/* The request's per-directory settings. Inline: the hooks ask for them
+ * about ten times per request. */
+static inline const spanprof_dir_conf_t *
+spanprof_dir_conf(request_rec *r)
+{
+    const spanprof_dir_conf_t  *dc;
+
+    dc = r->per_dir_config
+         ? ap_get_module_config(r->per_dir_config, &spanprof_module) : NULL;
+    return dc != NULL ? dc : &spanprof_dir_defaults;
+}
 
 /* spanprof_context.c */
 spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);

@@ -6,6 +6,9 @@
  * OTEL_TRACEPARENT).
  */
 
+#include <stddef.h>
+#include <string.h>
+
 #include "httpd.h"
 #include "http_config.h"
 #include "http_request.h"
@@ -93,7 +96,11 @@ spanprof_get_ctx(request_rec *r, int create)
         return NULL;
     }
 
-    ctx = apr_pcalloc(orig->pool, sizeof(spanprof_ctx_t));
+    /* The attempts and the labels' record at its end are written before
+     * they are read (spanprof_proxy_attempt, spanprof_profile_request):
+     * zeroing them would be most of the structure. */
+    ctx = apr_palloc(orig->pool, sizeof(spanprof_ctx_t));
+    memset(ctx, 0, offsetof(spanprof_ctx_t, attempts));
     ctx->r = orig;
     /* The time httpd started reading the request line. */
     ctx->start_ns = (uint64_t) orig->request_time * 1000;

@@ -90,10 +90,10 @@ spanprof_thread_serves(void)
 void
 spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
-    char                  name[SP_HTTP_SPAN_NAME_LEN];
-    apr_size_t            len;
-    const char           *route;
-    spanprof_dir_conf_t  *dc;
+    char                        name[SP_HTTP_SPAN_NAME_LEN];
+    apr_size_t                  len;
+    const char                 *route;
+    const spanprof_dir_conf_t  *dc;
 
     if (!spanprof_sampling_on) {
         return;

@@ -23,7 +23,7 @@
 const char *
 spanprof_route(request_rec *r)
 {
-    spanprof_dir_conf_t  *dc;
+    const spanprof_dir_conf_t  *dc;
 
     dc = spanprof_dir_conf(r);
     if (!dc->route_set) {
@@ -124,14 +124,14 @@ static void
 spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
-    char                  hex[2 * SP_SPAN_ID_LEN];
-    char                  name[SP_HTTP_SPAN_NAME_LEN];
-    const char           *v, *q, *route, *err, *cl;
-    apr_off_t             body;
-    int                   i;
-    request_rec          *last;
-    spanprof_attr_t      *attr;
-    spanprof_dir_conf_t  *dc;
+    char                        hex[2 * SP_SPAN_ID_LEN];
+    char                        name[SP_HTTP_SPAN_NAME_LEN];
+    const char                 *v, *q, *route, *err, *cl;
+    apr_off_t                   body;
+    int                         i;
+    request_rec                *last;
+    spanprof_attr_t            *attr;
+    const spanprof_dir_conf_t  *dc;
 
     /* The request the client got its answer from (after internal
      * redirects): its settings, status and body size, as %>s and %B. */

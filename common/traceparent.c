@@ -73,7 +73,9 @@ sp_traceparent_format(char *out, const uint8_t trace_id[SP_TRACE_ID_LEN],
     out[TP_PARENT_OFF - 1] = '-';
     sp_hex_encode(out + TP_PARENT_OFF, span_id, SP_SPAN_ID_LEN);
     out[TP_FLAGS_OFF - 1] = '-';
-    sp_hex_encode(out + TP_FLAGS_OFF, &flags, 1);
+    /* one byte: two digits, not a call of the 8-byte encoder */
+    out[TP_FLAGS_OFF] = "0123456789abcdef"[flags >> 4];
+    out[TP_FLAGS_OFF + 1] = "0123456789abcdef"[flags & 0x0f];
 
     return SP_TRACEPARENT_LEN;
 }
