@@ -92,7 +92,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
     char                        name[SP_HTTP_SPAN_NAME_LEN];
     apr_size_t                  len;
-    const char                 *route;
+    const char                 *route, *kept;
     const spanprof_dir_conf_t  *dc;
 
     if (!spanprof_sampling_on) {
@@ -118,7 +118,10 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     len = spanprof_default_name(r, route, name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               spanprof_flags(ctx), name, len);
-    ctx->record_named = len > 0 && len + 2 <= SP_THREAD_CTX_ATTRS_MAX;
+    /* The span may reuse the name if the record holds all of it. */
+    ctx->record_named = len > 0
+        && sp_thread_ctx_record_span_name(ctx->record.attrs_data,
+               ctx->record.attrs_data_size, &kept) == len;
     ctx->record_route = route;
     ctx->record_method = r->method;
     ctx->profiled = 1;

@@ -126,8 +126,9 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 {
     char                        hex[2 * SP_SPAN_ID_LEN];
     char                        name[SP_HTTP_SPAN_NAME_LEN];
-    const char                 *v, *q, *route, *err, *cl;
+    const char                 *v, *q, *route, *err, *cl, *kept;
     apr_off_t                   body;
+    apr_size_t                  len;
     int                         i;
     request_rec                *last;
     spanprof_attr_t            *attr;
@@ -160,8 +161,10 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         && ctx->record_route == route && ctx->record_method == r->method)
     {
         /* The name the samples' labels carry, made of the same parts. */
-        sp_span_set_name(s, (const char *) ctx->record.attrs_data + 2,
-                         ctx->record.attrs_data[1]);
+        len = sp_thread_ctx_record_span_name(ctx->record.attrs_data,
+                                             ctx->record.attrs_data_size,
+                                             &kept);
+        sp_span_set_name(s, kept, len);
     } else if (v == NULL) {
         sp_span_set_name(s, name,
                          spanprof_default_name(r, route, name, sizeof(name)));

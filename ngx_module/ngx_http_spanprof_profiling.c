@@ -195,6 +195,7 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
 {
     size_t                         len;
     u_char                         name[SP_HTTP_SPAN_NAME_LEN];
+    const char                    *kept;
     ngx_http_spanprof_loc_conf_t  *lcf;
 
     if (!ngx_http_spanprof_sampling) {
@@ -218,12 +219,16 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               ngx_http_spanprof_flags(ctx),
                               (const char *) name, len);
-    if (len > 0 && len + 2 <= SP_THREAD_CTX_ATTRS_MAX) {
+    /* The span may reuse the name if the record holds all of it. */
+    ctx->record_loc = NULL;
+    if (len > 0
+        && sp_thread_ctx_record_span_name(ctx->record.attrs_data,
+                                          ctx->record.attrs_data_size, &kept)
+           == len)
+    {
         ctx->record_loc = ngx_http_get_module_loc_conf(r,
                                                        ngx_http_core_module);
         ctx->record_method = r->method_name.data;
-    } else {
-        ctx->record_loc = NULL;
     }
     ctx->profiled = 1;
     ngx_http_spanprof_attach(&ctx->record);

@@ -158,6 +158,8 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     u_char                         hex[2 * SP_SPAN_ID_LEN];
     u_char                         name[SP_HTTP_SPAN_NAME_LEN];
     off_t                          sent;
+    size_t                         len;
+    const char                    *kept;
     ngx_str_t                      v, *route, path, query;
     ngx_uint_t                     i;
     ngx_http_spanprof_attr_t      *attr;
@@ -190,8 +192,10 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     {
         /* The name the samples' labels carry: made at the rewrite phase
          * in this same location. */
-        sp_span_set_name(s, (const char *) ctx->record.attrs_data + 2,
-                         ctx->record.attrs_data[1]);
+        len = sp_thread_ctx_record_span_name(ctx->record.attrs_data,
+                                             ctx->record.attrs_data_size,
+                                             &kept);
+        sp_span_set_name(s, kept, len);
 
     } else {
         sp_span_set_name(s, (const char *) name,
