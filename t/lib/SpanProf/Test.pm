@@ -205,7 +205,8 @@ returns {status, headers (lc names), content, raw, exit, version}.
 A minimal HTTP/2 client written for the profiling tests (curl 7.88's
 --parallel with --http2-prior-knowledge fails all but one transfer): one
 cleartext connection with prior knowledge, every path a GET on its own
-stream, all sent at once. Returns (in list context also the client's local
+stream, all sent at once; an entry may instead be [$path, [$name, $value],
+...] to send more request headers on that stream. Returns (in list context also the client's local
 port) an array ref, in path order, of {path, stream, status (decoded from
 the HPACK :status, -1 when not decodable), body (DATA bytes), done, rst
 (RST_STREAM error code, when reset)}. Response headers other than :status
@@ -776,9 +777,14 @@ sub h2c_requests {
     my $out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" . _h2_frame(4, 0, 0, '');
     my (%st, @order);
     my $id = 1;
-    for my $p (@$paths) {
+    for my $e (@$paths) {
+        # a path, or [path, [name, value], ...] with more request headers
+        my ($p, @hdr) = ref $e ? @$e : ($e);
         my $block = "\x82\x86" . _hpack_lit(4, $p) . _hpack_lit(1, "127.0.0.1:$port")
             . _hpack_lit(58, $o{agent} // 'spanprof-test/1.0');
+        # literal without indexing, new name (RFC 7541 6.2.2)
+        $block .= "\x00" . _hpack_int(0x00, 7, length $_->[0]) . $_->[0]
+            . _hpack_int(0x00, 7, length $_->[1]) . $_->[1] for @hdr;
         $out .= _h2_frame(1, 0x5, $id, $block);    # END_STREAM | END_HEADERS
         $st{$id} = { path => $p, stream => $id, status => 0, body => '', done => 0 };
         push @order, $id;
