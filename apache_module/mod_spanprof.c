@@ -78,7 +78,13 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
 
     dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
-    dc->trace = add->trace != SPANPROF_UNSET ? add->trace : base->trace;
+    if (add->trace != SPANPROF_UNSET) {
+        dc->trace = add->trace;
+        dc->trace_expr = add->trace_expr;
+    } else {
+        dc->trace = base->trace;
+        dc->trace_expr = base->trace_expr;
+    }
     dc->context = add->context != SPANPROF_UNSET ? add->context
                                                  : base->context;
     dc->span_name = add->span_name ? add->span_name : base->span_name;
@@ -101,7 +107,7 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 
 /* Unset values read as the defaults (spanprof_dir_conf(), in the header). */
 const spanprof_dir_conf_t  spanprof_dir_defaults = {
-    0, SPANPROF_CTX_IGNORE, NULL, NULL, 0, 0, NULL
+    .trace = 0, .context = SPANPROF_CTX_IGNORE, .profiling = 0
 };
 
 
@@ -401,15 +407,31 @@ spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
 }
 
 
+/* On, Off, or a boolean ap_expr (as <If>) decided per request. Vary is
+ * left alone: the choice to trace does not change the response. */
 static const char *
-spanprof_set_trace(cmd_parms *cmd, void *conf, int on)
+spanprof_set_trace(cmd_parms *cmd, void *conf, const char *arg)
 {
+    const char           *err = NULL;
     spanprof_dir_conf_t  *dc = conf;
 
-    dc->trace = on ? 1 : 0;
-    if (on) {
+    if (strcasecmp(arg, "on") == 0) {
+        dc->trace = 1;
+    } else if (strcasecmp(arg, "off") == 0) {
+        dc->trace = 0;
+    } else {
+        dc->trace_expr = ap_expr_parse_cmd(cmd, arg, AP_EXPR_FLAG_DONT_VARY,
+                                           &err, NULL);
+        if (err != NULL) {
+            return apr_psprintf(cmd->pool, "%s: not On, Off or a valid "
+                                "expression: %s", cmd->cmd->name, err);
+        }
+        dc->trace = SPANPROF_TRACE_EXPR;
+    }
+    if (dc->trace != 0) {
         spanprof_globals.used = 1;
         if (spanprof_globals.trace_line == 0 && cmd->directive != NULL) {
+            spanprof_globals.trace_arg = arg;
             spanprof_globals.trace_file = cmd->directive->filename;
             spanprof_globals.trace_line = cmd->directive->line_num;
         }
@@ -549,8 +571,8 @@ static const command_rec  spanprof_cmds[] = {
         RSRC_CONF, "a resource attribute: name value"),
 
     /* tracing: anywhere but .htaccess */
-    AP_INIT_FLAG("OtelTrace", spanprof_set_trace, NULL, SPANPROF_DIR,
-        "On to export a span for each request (default Off)"),
+    AP_INIT_TAKE1("OtelTrace", spanprof_set_trace, NULL, SPANPROF_DIR,
+        "On, Off (default) or an expression: export a span for the request"),
     AP_INIT_TAKE1("OtelTraceContext", spanprof_set_trace_context, NULL,
         SPANPROF_DIR, "extract, inject, propagate or ignore (default)"),
     AP_INIT_TAKE1("OtelSpanName", spanprof_set_span_name, NULL, SPANPROF_DIR,
@@ -717,9 +739,10 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
 
     if (spanprof_globals.trace_line && sc->endpoint == NULL) {
         ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
-                     "spanprof: OtelTrace On in %s:%d but no "
+                     "spanprof: OtelTrace %s in %s:%d but no "
                      "OtelExporterEndpoint is configured",
-                     spanprof_globals.trace_file, spanprof_globals.trace_line);
+                     spanprof_globals.trace_arg, spanprof_globals.trace_file,
+                     spanprof_globals.trace_line);
         return !OK;
     }
 
@@ -780,7 +803,7 @@ spanprof_post_read_request(request_rec *r)
         || apr_table_get(r->headers_in, "traceparent") == NULL)
     {
         spanprof_resolve_ids(r, ctx);
-        ctx->sampled = spanprof_dir_conf(r)->trace == 1;
+        ctx->sampled = spanprof_traced(r, spanprof_dir_conf(r));
         spanprof_profile_request(r, ctx);
     }
     return DECLINED;
@@ -1124,6 +1147,7 @@ spanprof_register_hooks(apr_pool_t *p)
                             APR_HOOK_REALLY_FIRST);
 
     spanprof_register_profiling_hooks();
+    spanprof_register_expr_hooks();
 
     /* mod_proxy: the end of the exchange through an optional hook (works
      * whatever the load order); each attempt through its scheme_handler

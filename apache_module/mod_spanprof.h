@@ -3,6 +3,7 @@
  * files.
  *   mod_spanprof.c        directives, configuration, hooks, child process
  *   spanprof_context.c    per-request trace context, propagation, env vars
+ *   spanprof_expr.c       the OTEL_* variables and otel_ratio() of ap_expr
  *   spanprof_span.c       SERVER and CLIENT spans at log_transaction
  *   spanprof_profiling.c  the sampler in each child and the binding of
  *                         requests to the threads' CPU samples
@@ -34,6 +35,9 @@
     ((mode) == SPANPROF_CTX_INJECT || (mode) == SPANPROF_CTX_PROPAGATE)
 
 #define SPANPROF_UNSET  (-1)
+
+/* OtelTrace: Off (0), On (1), or an expression. */
+#define SPANPROF_TRACE_EXPR  2
 
 #define SPANPROF_MAX_ATTEMPTS  8
 
@@ -81,7 +85,8 @@ typedef struct {
 
 /* Per directory/location; merged like httpd's own modules. */
 typedef struct {
-    int                  trace;            /* SPANPROF_UNSET, 0, 1 */
+    int                  trace;            /* SPANPROF_UNSET, 0, 1, _EXPR */
+    ap_expr_info_t      *trace_expr;       /* SPANPROF_TRACE_EXPR */
     int                  context;          /* SPANPROF_UNSET, SPANPROF_CTX_* */
     ap_expr_info_t      *span_name;        /* NULL: inherit / default */
     apr_array_header_t  *span_attrs;       /* NULL: inherit */
@@ -95,7 +100,7 @@ typedef struct {
 
 /* The settings trace, propagate or profile (merged or a section's own). */
 #define spanprof_dir_active(dc)                                               \
-    ((dc)->trace == 1 || (dc)->profiling == 1                                 \
+    ((dc)->trace >= 1 || (dc)->profiling == 1                                 \
      || spanprof_extracts((dc)->context) || spanprof_injects((dc)->context))
 
 
@@ -161,7 +166,8 @@ typedef struct {
     int                  used;             /* some tracing/propagation/profiling */
     int                  profiling_used;
     int                  section_context;  /* OtelTraceContext in a section */
-    const char          *trace_file;       /* first OtelTrace On */
+    const char          *trace_arg;        /* first OtelTrace not Off */
+    const char          *trace_file;
     int                  trace_line;
 } spanprof_globals_t;
 
@@ -193,12 +199,16 @@ spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);
 spanprof_conn_t *spanprof_conn(conn_rec *c, int create);
 void spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx);
 spanprof_ctx_t *spanprof_resolve(request_rec *r);
+int spanprof_trace_expr(request_rec *r, const spanprof_dir_conf_t *dc);
 uint8_t spanprof_flags(spanprof_ctx_t *ctx);
 const uint8_t *spanprof_client_span_id(spanprof_ctx_t *ctx);
 const char *spanprof_traceparent(spanprof_ctx_t *ctx);
 void spanprof_inject(request_rec *r, spanprof_ctx_t *ctx);
 void spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx);
 request_rec *spanprof_last(request_rec *r);
+
+/* spanprof_expr.c */
+void spanprof_register_expr_hooks(void);
 
 /* spanprof_span.c */
 void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
@@ -217,6 +227,14 @@ int spanprof_sampling(void);
 void spanprof_thread_serves(void);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
 void spanprof_register_profiling_hooks(void);
+
+/* OtelTrace On, or its expression true for r. */
+static APR_INLINE int
+spanprof_traced(request_rec *r, const spanprof_dir_conf_t *dc)
+{
+    return dc->trace == SPANPROF_TRACE_EXPR ? spanprof_trace_expr(r, dc)
+                                            : dc->trace == 1;
+}
 
 /* Labels the thread with the request, if it is profiled: the caller runs
  * code for it next. */

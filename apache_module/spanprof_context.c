@@ -11,12 +11,15 @@
 
 #include "httpd.h"
 #include "http_config.h"
+#include "http_log.h"
 #include "http_request.h"
 #include "apr_strings.h"
 
 #include "mod_spanprof.h"
 #include "common/traceparent.h"
 #include "common/tracestate.h"
+
+APLOG_USE_MODULE(spanprof);
 
 
 /* The context lives in the original request's pool (shared by internal
@@ -232,9 +235,30 @@ spanprof_resolve(request_rec *r)
     ctx->resolved = 1;
 
     spanprof_resolve_ids(r, ctx);
-    ctx->sampled = spanprof_dir_conf(r)->trace == 1;
+    ctx->sampled = spanprof_traced(r, spanprof_dir_conf(r));
 
     return ctx;
+}
+
+
+/* An OtelTrace expression, for r. It runs once the ids are known, so it
+ * may read %{OTEL_PARENT_SAMPLED} or otel_ratio(). An expression that
+ * fails at run time leaves the request untraced. */
+int
+spanprof_trace_expr(request_rec *r, const spanprof_dir_conf_t *dc)
+{
+    int          rv;
+    const char  *err = NULL;
+
+    rv = ap_expr_exec(r, dc->trace_expr, &err);
+    if (err != NULL) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r,
+                      "spanprof: OtelTrace expression %s:%u failed, request "
+                      "not traced: %s", dc->trace_expr->filename,
+                      dc->trace_expr->line_number, err);
+        return 0;
+    }
+    return rv > 0;
 }
 
 

@@ -46,7 +46,13 @@ my @bad = (
     ['span attr expression', "$OK<Location />\n    OtelSpanAttr a \"%{HTTP:\"\n</Location>\n",
         qr/OtelSpanAttr/, qr/OtelSpanAttr: cannot parse/],
     ['OtelTrace maybe', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace maybe\n",
-        qr/OtelTrace maybe/, qr/OtelTrace must be On or Off/],
+        qr/OtelTrace maybe/, qr/OtelTrace: not On, Off or a valid expression: /],
+    ['OtelTrace expression', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace \"%{HTTP:X-A} ==\"\n",
+        qr/OtelTrace "%\{HTTP/, qr/OtelTrace: not On, Off or a valid expression: /],
+    ['otel_ratio above 1', "OtelExporterEndpoint http://127.0.0.1:4318\n<Location />\n    OtelTrace \"otel_ratio('1.5') == '1'\"\n</Location>\n",
+        qr/otel_ratio\('1.5'\)/, qr/otel_ratio: "1.5" is not a number from 0 to 1/],
+    ['otel_ratio not a number', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace \"otel_ratio('1/2') == '1'\"\n",
+        qr/otel_ratio\('1\/2'\)/, qr/otel_ratio: "1\/2" is not a number from 0 to 1/],
     ['exporter in a VirtualHost', "OtelTrace On\nOtelExporterEndpoint http://127.0.0.1:4318\n"
         . "<VirtualHost 127.0.0.1:%%PORT%%>\n    OtelExporterEndpoint http://127.0.0.1:4319\n</VirtualHost>\n",
         qr/4319/, qr/cannot occur within <VirtualHost> section/],
@@ -70,6 +76,13 @@ subtest 'OtelTrace On without an exporter' => sub {
     isnt $code, 0, 'apache2 -t fails';
     my $line = conf_line($full, qr/OtelTrace On/);
     like $out, qr/OtelTrace On in \Q$path\E:\Q$line\E but no OtelExporterEndpoint/, 'file:line and reason';
+};
+
+subtest 'OtelTrace with an expression without an exporter' => sub {
+    my ($code, $out, $path, $full) = apache_t("OtelTrace \"%{OTEL_PARENT_SAMPLED} == '1'\"\n");
+    isnt $code, 0, 'apache2 -t fails';
+    my $line = conf_line($full, qr/OtelTrace "/);
+    like $out, qr/OtelTrace %\{OTEL_PARENT_SAMPLED\} == '1' in \Q$path\E:\Q$line\E but no OtelExporterEndpoint/, 'file:line and reason';
 };
 
 subtest 'OtelProfiling On without an exporter or Pyroscope' => sub {
@@ -111,6 +124,9 @@ OtelTraceContext propagate
         OtelSpanName "api %{REQUEST_METHOD}"
         OtelSpanAttr app.tenant "%{HTTP:X-Tenant}"
         OtelProfiling On
+    </Location>
+    <Location /sampled/>
+        OtelTrace "%{OTEL_PARENT_SAMPLED} == '1' || otel_ratio('0.1') == '1'"
     </Location>
     <Directory /tmp>
         OtelTrace Off
