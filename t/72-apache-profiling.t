@@ -16,27 +16,14 @@ use SpanProf::Apache;
 
 need_apache_module();
 
-my $CONF = <<'EOF';
-OtelExporterEndpoint file://%%PREFIX%%/out
-OtelExporterInterval 0.2
-OtelProfilingInterval 1
-OtelProfilingRate 200
+my $CONF = burn_profiling_conf() . <<'EOF';
 OtelServiceName apache-profiling
 OtelTrace On
-<Location /burn>
-    SetHandler spanprof-burn
-    OtelProfiling On
-</Location>
 <Location /burn-off>
     SetHandler spanprof-burn
     OtelProfiling Off
 </Location>
 EOF
-
-sub has_fn {
-    my ($sample, $fn) = @_;
-    return scalar grep { /\b\Q$fn\E\b/ } @{ $sample->{stack} };
-}
 
 sub span_for {
     my ($spans, $query) = @_;
@@ -74,7 +61,7 @@ for my $mpm (apache_mpms()) {
         my @prof = pprof_profiles($out);
         ok @prof, scalar(@prof) . ' profile file(s)' or return diag $ap->error_log_tail(20);
         my @samples = map { @{ $_->{samples} } } @prof;
-        my @alpha = grep { has_fn($_, 'spanprof_apache_burn_alpha') } @samples;
+        my @alpha = grep { stack_has($_, 'spanprof_apache_burn_alpha') } @samples;
         my $n = 0; $n += $_->{count} for @alpha;
         ok $n >= 20, "$n samples in spanprof_apache_burn_alpha" or return diag explain \@samples;
         my %ok = ($s->{span_id} => $s->{trace_id}, $s3->{span_id} => $s3->{trace_id});
@@ -85,7 +72,7 @@ for my $mpm (apache_mpms()) {
         my ($named) = grep { defined $_->{labels}{span_name} } @alpha;
         is $named->{labels}{span_name}, 'GET /burn', 'span_name label' if $named;
 
-        my @beta = grep { has_fn($_, 'spanprof_apache_burn_beta') } @samples;
+        my @beta = grep { stack_has($_, 'spanprof_apache_burn_beta') } @samples;
         my $nb = 0; $nb += $_->{count} for @beta;
         ok $nb >= 20, "$nb samples in spanprof_apache_burn_beta";
         is scalar(grep { defined $_->{labels}{span_id} } @beta), 0,
@@ -135,7 +122,7 @@ for my $mpm (apache_mpms()) {
         my @samples = map { @{ $_->{samples} } } pprof_profiles($out);
         for my $fn (qw(alpha beta)) {
             my $other = $fn eq 'alpha' ? 'beta' : 'alpha';
-            my @mine = grep { has_fn($_, "spanprof_apache_burn_$fn") } @samples;
+            my @mine = grep { stack_has($_, "spanprof_apache_burn_$fn") } @samples;
             my ($n, $own, $wrong) = (0, 0, 0);
             for my $x (@mine) {
                 $n += $x->{count};

@@ -65,11 +65,6 @@ OtelProfiling On
 </Location>
 EOF
 
-sub has_fn {
-    my ($sample, $re) = @_;
-    return scalar grep { /$re/ } @{ $sample->{stack} };
-}
-
 # Reads a response slowly: small receive buffer, small reads with pauses,
 # bounded by $budget seconds (after that it reads as fast as it can).
 # Returns (header text, body length).

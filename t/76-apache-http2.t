@@ -15,18 +15,10 @@ use SpanProf::Apache;
 
 need_apache_module();
 
-my $CONF = <<'EOF';
-OtelExporterEndpoint file://%%PREFIX%%/out
-OtelExporterInterval 0.2
-OtelProfilingInterval 1
-OtelProfilingRate 200
+my $CONF = burn_profiling_conf() . <<'EOF';
 OtelTrace On
 OtelTraceContext propagate
 Protocols h2c http/1.1
-<Location /burn>
-    SetHandler spanprof-burn
-    OtelProfiling On
-</Location>
 <Location /front>
     ProxyPass http://127.0.0.1:%%PORT2%%/burn
 </Location>
@@ -34,11 +26,6 @@ EOF
 
 my $TRACE  = '0af7651916cd43dd8448eb211c80319c';
 my $PARENT = 'b7ad6b7169203331';
-
-sub has_fn {
-    my ($sample, $fn) = @_;
-    return scalar grep { /\b\Q$fn\E\b/ } @{ $sample->{stack} };
-}
 
 sub by_query {
     my ($spans, $kind, $query) = @_;
@@ -108,7 +95,7 @@ for my $mpm (grep { $_ ne 'prefork' } apache_mpms()) {
                                $back->{span_id} => $back->{trace_id} });
         for my $fn (qw(alpha beta)) {
             my ($n, $own, $wrong) = (0, 0, 0);
-            for my $x (grep { has_fn($_, "spanprof_apache_burn_$fn") } @samples) {
+            for my $x (grep { stack_has($_, "spanprof_apache_burn_$fn") } @samples) {
                 my $sid = $x->{labels}{span_id} // '';
                 $n += $x->{count};
                 if (exists $mine{$fn}{$sid} && $mine{$fn}{$sid} eq ($x->{labels}{trace_id} // '')) {

@@ -24,17 +24,9 @@ if (!-f apache_burn_path()) {
 my ($mpm) = grep { $_ eq 'event' } apache_mpms();
 $mpm //= (apache_mpms())[0];
 
-my $ap = start_apache(mpm => $mpm, conf => <<'EOF', burn => 1, dirs => ['out'], servers => 1);
-OtelExporterEndpoint file://%%PREFIX%%/out
-OtelExporterInterval 0.2
-OtelProfilingInterval 1
-OtelProfilingRate 200
+my $ap = start_apache(mpm => $mpm, conf => burn_profiling_conf() . <<'EOF', burn => 1, dirs => ['out'], servers => 1);
 OtelServiceName apache-cli
 OtelTrace On
-<Location /burn>
-    SetHandler spanprof-burn
-    OtelProfiling On
-</Location>
 EOF
 like http_get($ap->port, '/burn?fn=alpha&ms=300')->{content}, qr/^alpha 300 /, 'slow request served';
 like http_get($ap->port, '/burn?fn=beta&ms=20')->{content}, qr/^beta 20 /, 'fast request served';

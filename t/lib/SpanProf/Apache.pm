@@ -98,6 +98,19 @@ names, leaf first] } ] }.
 
 The spans in F<$dir/traces.jsonl> (OTLP/JSON), as spans_from_json, deduped.
 
+=item burn_profiling_conf()
+
+The configuration the profiling tests share: the file exporter into
+PREFIX/out (spans every 0.2 s, profiles every second), sampling at 200 Hz,
+and C<E<lt>Location /burnE<gt>> handled by the burn module (start_apache's
+C<burn =E<gt> 1>, C<dirs =E<gt> ['out']>) with OtelProfiling On. Tracing is
+left to the test.
+
+=item stack_has($sample, $re)
+
+True when a frame of a pprof_profiles sample's stack matches $re (a string
+is matched as a whole word).
+
 =back
 
 =cut
@@ -116,6 +129,7 @@ use SpanProf::Test;
 our @EXPORT = qw(
     apache_module_path apache_burn_path need_apache_module apache_mpms
     start_apache apache_t pprof_profiles file_spans
+    burn_profiling_conf stack_has
 );
 
 my $ROOT    = repo_root();
@@ -421,6 +435,25 @@ sub pprof_profiles {
         push @out, { file => $f, samples => \@samples };
     }
     return @out;
+}
+
+sub burn_profiling_conf {
+    return <<'EOF';
+OtelExporterEndpoint file://%%PREFIX%%/out
+OtelExporterInterval 0.2
+OtelProfilingInterval 1
+OtelProfilingRate 200
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+EOF
+}
+
+sub stack_has {
+    my ($sample, $re) = @_;
+    $re = qr/\b\Q$re\E\b/ unless ref $re;
+    return scalar grep { /$re/ } @{ $sample->{stack} };
 }
 
 sub file_spans {
