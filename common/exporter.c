@@ -771,19 +771,64 @@ nomem:
     return NULL;
 }
 
-/* Each thread builds its spans here, hot in its cache, before they are
- * encoded into the queue. Touched only from request code, never from a
- * signal handler. */
-static _Thread_local sp_span_t  span_scratch;
+/* Each thread builds its spans in a scratch span of its own, hot in its
+ * cache, before they are encoded into the queue. Touched only from request
+ * code, never from a signal handler.
+ *
+ * The scratch is on the heap and the TLS holds only its address: that
+ * keeps the module's whole TLS block under 100 bytes, small enough for
+ * glibc to place a dlopen()ed module's block in its surplus static TLS,
+ * where every TLSDESC access (otel_thread_ctx_v1 included) resolves to
+ * _dl_tlsdesc_return, a load, instead of a ~35-instruction call into
+ * _dl_tlsdesc_dynamic; Apache binds and reads its labels about ten times
+ * per request. The key frees the scratch when its thread exits (mod_http2
+ * ends idle workers). */
+static _Thread_local sp_span_t  *span_scratch;
+static pthread_key_t             span_scratch_key;
+static pthread_once_t            span_scratch_once = PTHREAD_ONCE_INIT;
+static int                       span_scratch_keyed;
+
+static void
+span_scratch_key_create(void)
+{
+    span_scratch_keyed = pthread_key_create(&span_scratch_key, free) == 0;
+}
+
+static __attribute__((noinline)) sp_span_t *
+span_scratch_create(void)
+{
+    sp_span_t  *s;
+
+    pthread_once(&span_scratch_once, span_scratch_key_create);
+    if (!span_scratch_keyed) {
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));     /* as the TLS span it replaces */
+    if (s == NULL) {
+        return NULL;
+    }
+    if (pthread_setspecific(span_scratch_key, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    span_scratch = s;
+    return s;
+}
 
 sp_span_t *
 sp_exporter_span_begin(sp_exporter_t *e)
 {
+    sp_span_t  *s;
+
     /* A span that would not fit is not built at all (counted as a drop). */
     if (!sp_span_queue_has_room(e->queue)) {
         return NULL;
     }
-    return &span_scratch;
+    s = span_scratch;
+    if (s == NULL && (s = span_scratch_create()) == NULL) {
+        sp_span_queue_refuse(e->queue);     /* no memory: a drop */
+    }
+    return s;
 }
 
 void

@@ -22,8 +22,9 @@
 static atomic_uint      ids_fork_gen;
 static pthread_once_t   ids_once = PTHREAD_ONCE_INIT;
 
-/* One TLS block: in a dlopen()ed module each distinct TLS variable costs a
- * call to resolve its address, so the generator's state is one. */
+/* One TLS variable: in a dlopen()ed module each distinct TLS variable
+ * costs a call to resolve its address (a slow one when the module's TLS
+ * is not in static TLS), so the generator's state is one. */
 typedef struct {
     uint64_t  state[4];
     unsigned  seen_gen;

@@ -52,6 +52,13 @@ sp_span_queue_has_room(sp_span_queue_t *q)
     if (sp_record_ring_room(&q->ring) >= SP_SPAN_QUEUE_BYTES_PER_SPAN) {
         return 1;
     }
+    sp_span_queue_refuse(q);
+    return 0;
+}
+
+void
+sp_span_queue_refuse(sp_span_queue_t *q)
+{
     /* With the collector down this runs for every request. */
     if (q->ring.one_thread) {
         atomic_store_explicit(&q->refused,
@@ -60,7 +67,6 @@ sp_span_queue_has_room(sp_span_queue_t *q)
     } else {
         atomic_fetch_add_explicit(&q->refused, 1, memory_order_relaxed);
     }
-    return 0;
 }
 
 size_t

@@ -36,6 +36,9 @@ size_t sp_span_queue_bytes(const sp_span_queue_t *q);
 /* Producer: whether a span of a typical size would fit now (so a caller
  * can skip building a span that would be dropped). */
 int sp_span_queue_has_room(sp_span_queue_t *q);
+
+/* Counts a span that was not queued for another reason than room. */
+void sp_span_queue_refuse(sp_span_queue_t *q);
 /* Producer: encodes the span into the queue. Returns the number of committed spans
  * waiting (approximate, at least 1), or 0 when the queue is full (counted
  * as a drop). */

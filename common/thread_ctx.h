@@ -73,9 +73,11 @@ sp_thread_ctx_detach(void)
 }
 
 /* The calling thread's otel_thread_ctx_v1, by address. From a dlopen()ed
- * module every TLS access is a call into the dynamic linker; a server
- * whose request code all runs on one thread (nginx's worker) takes the
- * address once and binds through it with sp_thread_ctx_store(). */
+ * module a TLS access is a call into the dynamic linker, a cheap one when
+ * glibc found room for the module's TLS block in static TLS (so keep the
+ * block small: t/06-module-tls.t); a server whose request code all runs
+ * on one thread (nginx's worker) takes the address once and binds through
+ * it with sp_thread_ctx_store(). */
 sp_thread_ctx_record_t **sp_thread_ctx_slot(void);
 
 static inline void
