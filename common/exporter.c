@@ -781,7 +781,10 @@ nomem:
  * where every TLSDESC access (otel_thread_ctx_v1 included) resolves to
  * _dl_tlsdesc_return, a load, instead of a ~35-instruction call into
  * _dl_tlsdesc_dynamic; Apache binds and reads its labels about ten times
- * per request. The key frees the scratch when its thread exits (mod_http2
+ * per request. glibc does not give that budget back on dlclose(): after
+ * about five loads into one process (apache2 loads modules twice at start
+ * and again at each restart, nginx at each reload) the block is dynamic
+ * again, which is only slower. The key frees the scratch when its thread exits (mod_http2
  * ends idle workers). */
 static _Thread_local sp_span_t  *span_scratch;
 static pthread_key_t             span_scratch_key;
