@@ -9,8 +9,8 @@ PROTOC_C    ?= protoc-c
 GEN         := $(BUILD)/gen
 PROTOS      := $(shell cd proto && find . -name '*.proto' | sort)
 GEN_SRCS    := $(patsubst ./%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
-COMMON_SRCS := $(wildcard common/*.c)
-COMMON_HDRS := $(wildcard common/*.h)
+COMMON_SRCS := $(wildcard common/*/*.c)
+COMMON_HDRS := $(wildcard common/*/*.h)
 
 CFLAGS      ?= -O2 -g
 CORE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \

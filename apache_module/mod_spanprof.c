@@ -26,10 +26,10 @@
 #include "apr_strings.h"
 
 #include "mod_spanprof.h"
-#include "common/clock.h"
-#include "common/process_context.h"
-#include "common/resource.h"
-#include "common/sampler.h"
+#include "common/base/clock.h"
+#include "common/profile/process_context.h"
+#include "common/trace/resource.h"
+#include "common/profile/sampler.h"
 
 spanprof_globals_t   spanprof_globals;
 sp_exporter_t       *spanprof_exporter;

@@ -17,11 +17,11 @@
 #include "ap_expr.h"
 #include "apr_tables.h"
 
-#include "common/exporter.h"
-#include "common/http_span.h"
-#include "common/ids.h"
-#include "common/thread_ctx.h"
-#include "common/traceparent.h"
+#include "common/export/exporter.h"
+#include "common/trace/http_span.h"
+#include "common/trace/ids.h"
+#include "common/profile/thread_ctx.h"
+#include "common/trace/traceparent.h"
 
 
 #define SPANPROF_CTX_IGNORE     0

@@ -16,8 +16,8 @@
 #include "apr_strings.h"
 
 #include "mod_spanprof.h"
-#include "common/traceparent.h"
-#include "common/tracestate.h"
+#include "common/trace/traceparent.h"
+#include "common/trace/tracestate.h"
 
 APLOG_USE_MODULE(spanprof);
 

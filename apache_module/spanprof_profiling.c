@@ -40,7 +40,7 @@
 #include "util_filter.h"
 
 #include "mod_spanprof.h"
-#include "common/sampler.h"
+#include "common/profile/sampler.h"
 
 APLOG_USE_MODULE(spanprof);
 

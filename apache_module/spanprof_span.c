@@ -14,9 +14,9 @@
 #include "apr_uri.h"
 
 #include "mod_spanprof.h"
-#include "common/clock.h"
-#include "common/http_span.h"
-#include "common/span.h"
+#include "common/base/clock.h"
+#include "common/trace/http_span.h"
+#include "common/trace/span.h"
 
 
 /* The <Location> (not regex) whose settings the request ended with. */

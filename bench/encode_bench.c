@@ -1,7 +1,7 @@
 /*
  * bench/encode_bench.c - what a span costs to encode, apart from nginx and
  * the network: on the request thread, building it (straight to the wire
- * format, common/span.c) and writing it into the queue; on the exporter
+ * format, common/trace/span.c) and writing it into the queue; on the exporter
  * thread, batching queued spans into a request (common/otlp_traces*.c,
  * protobuf and the file exporter's JSON).
  *
@@ -19,7 +19,7 @@
  *   format=pb batch=512 spans_per_s=N ns_per_span=N bytes_per_span=N
  *
  * With --post URL it also POSTs one encoded batch of 2048 spans to URL
- * (bench/receiver) over and over through common/http_client.c, as the
+ * (bench/receiver) over and over through common/export/http_client.c, as the
  * exporter thread does, and reports the CPU time of that thread per span,
  * user and system apart: what sending costs beyond encoding.
  *   post batch=2048 bytes_per_span=N user_ns_per_span=N sys_ns_per_span=N
@@ -32,15 +32,15 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "common/arena.h"
-#include "common/buf.h"
-#include "common/clock.h"
-#include "common/http_client.h"
-#include "common/ids.h"
-#include "common/otlp_traces.h"
-#include "common/resource.h"
-#include "common/span.h"
-#include "common/span_queue.h"
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/base/clock.h"
+#include "common/export/http_client.h"
+#include "common/trace/ids.h"
+#include "common/export/otlp_traces.h"
+#include "common/trace/resource.h"
+#include "common/trace/span.h"
+#include "common/trace/span_queue.h"
 
 #define NSPANS  8192
 

@@ -335,7 +335,7 @@ for my $r (@rows) {
 p "", "</details>", "";
 
 p "## Cost of one profiling sample", "",
-  "`build/bench/sample_cost`: the sampler of `common/sampler.c` started as in a worker (thread",
+  "`build/bench/sample_cost`: the sampler of `common/profile/sampler.c` started as in a worker (thread",
   "registered, a request record attached), then at the bottom of a recursion of d frames",
   "`raise(SIGPROF)` is timed 20000 times (CLOCK_MONOTONIC around each call; raise() runs the",
   "handler before it returns), in blocks of 250 alternating with the same raises into an",
@@ -363,7 +363,7 @@ p "## Encoding alone", "",
   "reset and output buffer reused per batch), as the exporter does; the JSON rows are the",
   "file exporter's. 2 s per case, on CPU 1.", "",
   "| Step | thread | batch | spans/s | ns/span | bytes/span |", "| --- | --- | ---: | ---: | ---: | ---: |";
-my %enc_name = (build => ['build + queue (`common/span.c`, `span_queue.c`)', 'request'],
+my %enc_name = (build => ['build + queue (`common/trace/span.c`, `span_queue.c`)', 'request'],
                 pb    => ['batch, protobuf (`sp_otlp_traces_encode`)', 'exporter'],
                 json  => ['batch, JSON (`sp_otlp_traces_encode_json`)', 'exporter']);
 for my $e (@enc) {
@@ -375,7 +375,7 @@ p "";
 if ($post) {
     p "Sending alone: `encode_bench --post` POSTs one encoded batch of $post->{batch} spans",
       "($post->{bytes_per_span} bytes a span) to `build/bench/receiver` again and again through",
-      "`common/http_client.c` on `common/http_loop.c` (libcurl multi, keep-alive), as the exporter",
+      "`common/export/http_client.c` on `common/export/http_loop.c` (libcurl multi, keep-alive), as the exporter",
       "does, on CPU 1 with",
       "the receiver on CPU 0. CPU time of the sending thread per span:",
       sprintf("**%.0f ns user + %.0f ns system = %.0f ns**.", $post->{user_ns_per_span},

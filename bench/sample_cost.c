@@ -4,7 +4,7 @@
  *
  *   sample_cost [--max-depth M] [--n N]
  *
- * Starts spanprof's sampler (common/sampler.c) as a worker does, registers
+ * Starts spanprof's sampler (common/profile/sampler.c) as a worker does, registers
  * this thread (so the handler takes the same path as in nginx, including
  * timer_getoverrun), attaches a request record (so the labels are copied),
  * then for each depth d recurses d frames (noinline) and raises SIGPROF
@@ -36,9 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "common/sampler.h"
-#include "common/thread_ctx.h"
+#include "common/base/clock.h"
+#include "common/profile/sampler.h"
+#include "common/profile/thread_ctx.h"
 
 #define MAX_N  200000
 

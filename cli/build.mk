@@ -8,8 +8,8 @@ CLI_LIB_SRCS   := cli/util.c cli/spans.c cli/profiles.c cli/flame.c
 CLI_SRCS       := cli/main.c $(CLI_LIB_SRCS)
 # Only the server-agnostic parts of common/ the CLI needs: buffers, arena,
 # hex ids and the pprof encoder (with its gzip helper).
-CLI_COMMON     := $(filter common/arena.c common/buf.c common/ids.c \
-                           common/gzip.c common/pprof.c,$(COMMON_SRCS))
+CLI_COMMON     := $(filter common/base/arena.c common/base/buf.c common/trace/ids.c \
+                           common/export/gzip.c common/export/pprof.c,$(COMMON_SRCS))
 CLI_GEN        := $(GEN)/pprof/profile.pb-c.c
 CLI_JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
 CLI_JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/version.h"
+#include "common/base/version.h"
 #include "cli/spanprof.h"
 
 /* --- help ---------------------------------------------------------------- */

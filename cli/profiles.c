@@ -1,7 +1,7 @@
 /* cpu-*.pb.gz: gunzip (zlib), decode (protoc-c's generated code for
  * proto/pprof/profile.proto), validate and merge into one model whose
  * functions, mappings and locations are deduplicated across files. Writing
- * a filtered profile goes back through common/pprof.c. */
+ * a filtered profile goes back through common/export/pprof.c. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,10 +14,10 @@
 
 #include "pprof/profile.pb-c.h"
 
-#include "common/arena.h"
-#include "common/ids.h"
-#include "common/pprof.h"
-#include "common/profile.h"
+#include "common/base/arena.h"
+#include "common/trace/ids.h"
+#include "common/export/pprof.h"
+#include "common/profile/profile.h"
 #include "cli/spanprof.h"
 
 typedef Perftools__Profiles__Profile  pb_profile_t;

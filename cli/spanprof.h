@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/buf.h"
+#include "common/base/buf.h"
 
 #define CLI_EXIT_ERROR  1
 #define CLI_EXIT_USAGE  2
@@ -187,7 +187,7 @@ int  cli_profile_load_file(cli_model_t *m, const char *path, char *err,
  * number of indices written to a new array *out. */
 size_t cli_model_select(const cli_model_t *m, int32_t trace, int32_t span,
     size_t **out);
-/* A gzip'd pprof of the given samples, through common/pprof.c. */
+/* A gzip'd pprof of the given samples, through common/export/pprof.c. */
 void cli_model_write_pprof(const cli_model_t *m, const size_t *sel,
     size_t nsel, sp_buf_t *out);
 

@@ -1,5 +1,5 @@
 /* Unit tests (TAP) of the CLI's parts: times, hash tables, the pprof
- * round trip through common/pprof.c, bad gzip input, folded stacks and the
+ * round trip through common/export/pprof.c, bad gzip input, folded stacks and the
  * SVG writer. The command-line behaviour is tested by t/80-cli.t. */
 
 #include <stdlib.h>
@@ -8,10 +8,10 @@
 
 #include "tap.h"
 
-#include "common/arena.h"
-#include "common/gzip.h"
-#include "common/pprof.h"
-#include "common/profile.h"
+#include "common/base/arena.h"
+#include "common/export/gzip.h"
+#include "common/export/pprof.h"
+#include "common/profile/profile.h"
 #include "cli/spanprof.h"
 
 #define S  1000000000LL
@@ -134,7 +134,7 @@ test_tables(void)
     ok(!cli_is_hex("xyz", 32), "not hex");
 }
 
-/* A profile in common/profile.h's model: main -> handler -> {hot, cold},
+/* A profile in common/profile/profile.h's model: main -> handler -> {hot, cold},
  * one sample without a span, and a name with a ';'. */
 static void
 make_profile(sp_profile_t *p)
@@ -240,7 +240,7 @@ test_roundtrip(void)
     make_profile(&p);
     sp_arena_init(&a, 0);
     sp_buf_init(&gz);
-    ok(sp_pprof_encode(&a, &p, 1, &gz) == 0, "encode with common/pprof.c");
+    ok(sp_pprof_encode(&a, &p, 1, &gz) == 0, "encode with common/export/pprof.c");
     path = write_temp(gz.data, gz.len);
 
     cli_model_init(&m);

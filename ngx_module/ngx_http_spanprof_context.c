@@ -9,9 +9,9 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
-#include "common/clock.h"
-#include "common/traceparent.h"
-#include "common/tracestate.h"
+#include "common/base/clock.h"
+#include "common/trace/traceparent.h"
+#include "common/trace/tracestate.h"
 
 
 static ngx_str_t  ngx_http_spanprof_traceparent_name =

@@ -8,10 +8,10 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
-#include "common/clock.h"
-#include "common/process_context.h"
-#include "common/resource.h"
-#include "common/sampler.h"
+#include "common/base/clock.h"
+#include "common/profile/process_context.h"
+#include "common/trace/resource.h"
+#include "common/profile/sampler.h"
 
 
 static ngx_int_t ngx_http_spanprof_post_read_handler(ngx_http_request_t *r);

@@ -16,10 +16,10 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "common/exporter.h"
-#include "common/http_span.h"
-#include "common/ids.h"
-#include "common/thread_ctx.h"
+#include "common/export/exporter.h"
+#include "common/trace/http_span.h"
+#include "common/trace/ids.h"
+#include "common/profile/thread_ctx.h"
 
 
 #define NGX_HTTP_SPANPROF_TRACE_OFF   0

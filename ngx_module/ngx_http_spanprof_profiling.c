@@ -20,7 +20,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
-#include "common/sampler.h"
+#include "common/profile/sampler.h"
 
 
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);

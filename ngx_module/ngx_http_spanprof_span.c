@@ -9,9 +9,9 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
-#include "common/clock.h"
-#include "common/http_span.h"
-#include "common/span.h"
+#include "common/base/clock.h"
+#include "common/trace/http_span.h"
+#include "common/trace/span.h"
 
 
 #define ngx_http_spanprof_attr_str(s, key, v)                                 \

@@ -10,7 +10,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
-#include "common/traceparent.h"
+#include "common/trace/traceparent.h"
 
 
 enum {

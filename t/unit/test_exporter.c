@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/exporter.h"
-#include "common/resource.h"
-#include "common/span.h"
-#include "common/span_queue.h"
+#include "common/export/exporter.h"
+#include "common/trace/resource.h"
+#include "common/trace/span.h"
+#include "common/trace/span_queue.h"
 
 #define BATCH  4
 

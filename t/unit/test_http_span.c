@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "common/http_span.h"
+#include "common/trace/http_span.h"
 
 
 static void

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/ids.h"
+#include "common/trace/ids.h"
 
 #define N_IDS     10000
 #define N_THREAD  1000

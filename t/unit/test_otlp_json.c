@@ -11,7 +11,7 @@
 
 #include "tap.h"
 
-#include "common/otlp_json.h"
+#include "common/export/otlp_json.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Common__V1__AnyValue    any_t;

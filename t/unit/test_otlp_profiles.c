@@ -13,9 +13,9 @@
 
 #include "tap.h"
 
-#include "common/arena.h"
-#include "common/buf.h"
-#include "common/otlp_profiles.h"
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/export/otlp_profiles.h"
 
 #define UPSTREAM  "../shared/proto-upstream"
 #define SERVICE   "opentelemetry/proto/collector/profiles/v1development/" \

@@ -1,5 +1,5 @@
-/* Spans encoded as they are built (common/span.c), queued, and batched into
- * an ExportTraceServiceRequest (common/otlp_traces_wire.c), read back by
+/* Spans encoded as they are built (common/trace/span.c), queued, and batched into
+ * an ExportTraceServiceRequest (common/export/otlp_traces_wire.c), read back by
  * real decoders: protobuf-c unpacks every field of every span (events with
  * attributes, status with a message, tracestate, a parent, bool, double and
  * negative int attributes, dropped counts, an overridden attribute, what
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/otlp_traces.h"
-#include "common/span_queue.h"
+#include "common/export/otlp_traces.h"
+#include "common/trace/span_queue.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Trace__V1__Span  pb_span_t;

@@ -14,9 +14,9 @@
 
 #include "tap.h"
 
-#include "common/arena.h"
-#include "common/buf.h"
-#include "common/pprof.h"
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/export/pprof.h"
 
 #define UPSTREAM  "../shared/proto-upstream"
 

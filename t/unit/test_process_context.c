@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/process_context.h"
+#include "common/profile/process_context.h"
 
 typedef struct {
     char      signature[8];

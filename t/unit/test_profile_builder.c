@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "common/profile_builder.h"
+#include "common/profile/profile_builder.h"
 
 __attribute__((noinline)) void
 sp_test_leaf(void)

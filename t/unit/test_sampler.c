@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/clock.h"
-#include "common/sampler.h"
-#include "common/thread_ctx.h"
+#include "common/base/clock.h"
+#include "common/profile/sampler.h"
+#include "common/profile/thread_ctx.h"
 
 static volatile uint64_t  sink;
 static atomic_int         stop_threads;

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "tap.h"
-#include "common/record_ring.h"
-#include "common/span_queue.h"
-#include "common/wire.h"
+#include "common/trace/record_ring.h"
+#include "common/trace/span_queue.h"
+#include "common/export/wire.h"
 #include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 
 #define PRODUCERS  4

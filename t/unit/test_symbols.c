@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "common/symbols.h"
+#include "common/profile/symbols.h"
 
 #define skip(...) do {                                                       \
     tap_n++;                                                                 \

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "tap.h"
-#include "common/ids.h"
-#include "common/traceparent.h"
+#include "common/trace/ids.h"
+#include "common/trace/traceparent.h"
 
 #define TRACE  "4bf92f3577b34da6a3ce929d0e0e4736"
 #define PARENT "00f067aa0ba902b7"

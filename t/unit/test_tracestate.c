@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "common/tracestate.h"
+#include "common/trace/tracestate.h"
 
 typedef struct {
     const char  *in;

@@ -1,0 +1,935 @@
+#define _GNU_SOURCE     /* pthread_timedjoin_np */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/base/clock.h"
+#include "common/export/exporter.h"
+#include "common/export/http_client.h"
+#include "common/export/otlp_traces.h"
+#include "common/profile/profile_export.h"
+#include "common/trace/span_queue.h"
+
+#define MS                      1000000ull
+#define BACKOFF_INITIAL_MS      250
+#define BACKOFF_MAX_MS          30000
+#define MAX_ATTEMPTS            6
+#define REPORT_EVERY_MS         1000
+#define ERROR_LOG_EVERY_MS      5000
+#define SAMPLE_DRAIN_MS         200     /* the sample ring is emptied this
+                                           often, whatever the interval */
+
+/* An encoded request waiting to be sent (or retried). */
+typedef struct {
+    sp_buf_t   body;
+    size_t     nspans;
+    unsigned   attempts;
+    uint64_t   next_try;       /* monotonic ns */
+} batch_t;
+
+struct sp_exporter {
+    sp_exporter_conf_t   conf;
+    sp_resource_t        resource;
+    char               **headers;
+    char                *endpoint;
+    char                *trusted_certificate;
+    char                *url;              /* {endpoint}/v1/traces */
+    char                *file_path;        /* file://: {dir}/traces.jsonl */
+    char                *profiles_url;     /* {endpoint}/v1development/... */
+    char                *pyroscope_url;
+
+    sp_span_queue_t     *queue;
+    sp_exporter_loop_t   driver;           /* .timer NULL: own thread */
+    int                  wake_fd;          /* the thread's, else -1 */
+    pthread_t            thread;
+    int                  running;
+    _Atomic int          stopping;
+    _Atomic uint64_t     deadline;         /* monotonic ns, once stopping */
+
+    /* Exporter side only (its thread or the event loop). */
+    sp_http_loop_t      *loop;
+    sp_http_client_t    *http;
+    int                  sending;          /* the head batch is being posted */
+    int                  failing;          /* the last post failed */
+    int                  profile_flushed;  /* the last one, once stopping */
+    int                  finished;
+    int                  file_fd;
+    sp_arena_t           arena;
+    const sp_span_rec_t **scratch;
+    batch_t             *batches;          /* ring of batch_count */
+    size_t               head, npending;
+    uint64_t             next_flush;
+    uint64_t             last_report, last_error_log;
+    uint64_t             reported_queue_drops, reported_export_drops;
+    sp_profile_export_t *profiles;
+    uint64_t             next_drain;
+
+    _Atomic uint64_t     spans_exported, spans_dropped_export, spans_rejected,
+                         batches_sent, batches_failed, retries, spans_queued;
+};
+
+const char *
+sp_exporter_endpoint_error(const char *endpoint)
+{
+    if (strncmp(endpoint, "http://", 7) == 0
+        || strncmp(endpoint, "https://", 8) == 0)
+    {
+        if (endpoint[endpoint[4] == 's' ? 8 : 7] == '\0') {
+            return "has no host";
+        }
+        return NULL;
+    }
+    if (strncmp(endpoint, "file://", 7) == 0) {
+        if (endpoint[7] != '/') {
+            return "must name an absolute directory (file:///dir)";
+        }
+        return NULL;
+    }
+    return "must start with http://, https:// or file://";
+}
+
+static char *
+concat(const char *a, const char *b)
+{
+    size_t  la = strlen(a), lb = strlen(b);
+    char   *p = malloc(la + lb + 1);
+
+    if (p != NULL) {
+        memcpy(p, a, la);
+        memcpy(p + la, b, lb + 1);
+    }
+    return p;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+static void
+exporter_free(sp_exporter_t *e)
+{
+    size_t  i;
+
+    if (e->headers != NULL) {
+        for (i = 0; e->headers[i] != NULL; i++) {
+            free(e->headers[i]);
+        }
+        free(e->headers);
+    }
+    if (e->batches != NULL) {
+        for (i = 0; i < e->conf.batch_count; i++) {
+            sp_buf_free(&e->batches[i].body);
+        }
+        free(e->batches);
+    }
+    free((void *) e->scratch);
+    sp_profile_export_free(e->profiles);
+    sp_http_client_free(e->http);
+    sp_http_loop_free(e->loop);
+    free(e->endpoint);
+    free(e->trusted_certificate);
+    free(e->url);
+    free(e->file_path);
+    free(e->profiles_url);
+    free(e->pyroscope_url);
+    sp_span_queue_destroy(e->queue);
+    sp_resource_free(&e->resource);
+    sp_arena_free(&e->arena);
+    if (e->wake_fd >= 0) {
+        close(e->wake_fd);
+    }
+    free(e);
+}
+
+/* ---- exporter side: its thread or the server's event loop --------------- */
+
+static int
+rate_ok(uint64_t *last, uint64_t now, uint64_t every_ms)
+{
+    if (*last != 0 && now - *last < every_ms * MS) {
+        return 0;
+    }
+    *last = now;
+    return 1;
+}
+
+static void
+report_drops(sp_exporter_t *e, uint64_t now, int force)
+{
+    uint64_t  q = sp_span_queue_dropped(e->queue);
+    uint64_t  x = atomic_load(&e->spans_dropped_export);
+
+    if ((q == e->reported_queue_drops && x == e->reported_export_drops)
+        || (!force && !rate_ok(&e->last_report, now, REPORT_EVERY_MS)))
+    {
+        return;
+    }
+    sp_logf(&e->conf.log, SP_LOG_ERR,
+            "spanprof: dropped %llu spans (queue full) and %llu spans "
+            "(export failed) since the last report",
+            (unsigned long long) (q - e->reported_queue_drops),
+            (unsigned long long) (x - e->reported_export_drops));
+    e->reported_queue_drops = q;
+    e->reported_export_drops = x;
+}
+
+static void
+drop_batch(sp_exporter_t *e, batch_t *b)
+{
+    atomic_fetch_add(&e->spans_dropped_export, b->nspans);
+    atomic_fetch_add(&e->batches_failed, 1);
+}
+
+static void
+pop_batch(sp_exporter_t *e)
+{
+    batch_t  t;
+
+    e->head = (e->head + 1) % e->conf.batch_count;
+    e->npending--;
+    /* With nothing waiting, the next batch goes into the first buffer
+     * again: while the collector keeps up, one buffer (hot in the cache)
+     * is reused instead of a round of batch_count cold ones. One batch
+     * left moves to the first buffer too (the structs swap, not the
+     * bytes): while the collector fails, batches are encoded one or two
+     * at a time and two buffers are all that is ever used. */
+    if (e->npending == 1 && e->head != 0) {
+        t = e->batches[0];
+        e->batches[0] = e->batches[e->head];
+        e->batches[e->head] = t;
+    }
+    if (e->npending <= 1) {
+        e->head = 0;
+    }
+}
+
+/* Encodes up to batch_size queued spans into a free pending slot. */
+static int
+encode_batch(sp_exporter_t *e)
+{
+    batch_t  *b = &e->batches[(e->head + e->npending) % e->conf.batch_count];
+    size_t    n;
+    int       rc;
+
+    n = sp_span_queue_peek(e->queue, e->scratch, e->conf.batch_size);
+    if (n == 0) {
+        return 0;
+    }
+    sp_buf_reset(&b->body);
+    rc = e->file_path != NULL
+         ? sp_otlp_traces_encode_json(&e->arena, &e->resource, e->scratch, n,
+                                      &b->body)
+         : sp_otlp_traces_encode(&e->arena, &e->resource, e->scratch, n,
+                                 &b->body);
+    sp_arena_reset(&e->arena);
+    sp_span_queue_release(e->queue, n);
+    if (rc != 0) {
+        atomic_fetch_add(&e->spans_dropped_export, n);
+        sp_logf(&e->conf.log, SP_LOG_ERR,
+                "spanprof: out of memory encoding %zu spans", n);
+        return (int) n;
+    }
+    b->nspans = n;
+    b->attempts = 0;
+    b->next_try = 0;
+    e->npending++;
+    sp_logf(&e->conf.log, SP_LOG_DEBUG,
+            "spanprof: %zu spans encoded, %zu batches pending", n,
+            e->npending);
+    return (int) n;
+}
+
+static void
+write_file(sp_exporter_t *e, batch_t *b, uint64_t now)
+{
+    ssize_t  n = -1;
+
+    if (e->file_fd < 0) {
+        e->file_fd = open(e->file_path, O_WRONLY | O_APPEND | O_CREAT
+                          | O_CLOEXEC, 0644);
+    }
+    if (e->file_fd >= 0) {
+        /* One write() per line: with O_APPEND, lines of several worker
+         * processes do not interleave. */
+        n = write(e->file_fd, b->body.data, b->body.len);
+    }
+    if (n == (ssize_t) b->body.len) {
+        atomic_fetch_add(&e->spans_exported, b->nspans);
+        atomic_fetch_add(&e->batches_sent, 1);
+    } else {
+        drop_batch(e, b);
+        if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
+            sp_logf(&e->conf.log, SP_LOG_ERR,
+                    "spanprof: cannot write \"%s\": %s", e->file_path,
+                    strerror(n < 0 ? errno : EIO));
+        }
+    }
+    pop_batch(e);
+}
+
+static int
+retryable(long status)
+{
+    return status == 0 || status == 429 || status == 502 || status == 503
+           || status == 504;
+}
+
+static void traces_posted(void *ud, const sp_http_response_t *resp);
+
+/* Writes the head batch, or starts posting it. */
+static void
+send_head(sp_exporter_t *e, uint64_t now)
+{
+    batch_t             *b = &e->batches[e->head];
+    sp_http_response_t   failed;
+    uint64_t             timeout, deadline;
+
+    if (e->file_path != NULL) {
+        write_file(e, b, now);
+        return;
+    }
+
+    timeout = e->conf.timeout_ms * MS;
+    if (atomic_load(&e->stopping)) {
+        deadline = atomic_load(&e->deadline);
+        timeout = deadline > now ? deadline - now : 0;
+        if (timeout > e->conf.timeout_ms * MS) {
+            timeout = e->conf.timeout_ms * MS;
+        }
+    }
+    if (timeout < MS) {
+        timeout = MS;
+    }
+
+    b->attempts++;
+    e->sending = 1;
+    if (sp_http_client_post(e->http, e->url, "application/x-protobuf",
+                            b->body.data, b->body.len, timeout / MS,
+                            traces_posted, e) != 0)
+    {
+        memset(&failed, 0, sizeof(failed));
+        snprintf(failed.error, sizeof(failed.error),
+                 "cannot start the request");
+        traces_posted(e, &failed);
+    }
+}
+
+static void
+traces_posted(void *ud, const sp_http_response_t *resp)
+{
+    sp_exporter_t  *e = ud;
+    batch_t        *b = &e->batches[e->head];
+    uint64_t        now = sp_mono_ns(), backoff;
+    int64_t         rejected;
+    char            msg[256];
+
+    e->sending = 0;
+    e->failing = !(resp->status >= 200 && resp->status < 300);
+
+    if (resp->status >= 200 && resp->status < 300) {
+        atomic_fetch_add(&e->batches_sent, 1);
+        if (resp->body.len > 0
+            && sp_otlp_traces_parse_response(resp->body.data, resp->body.len,
+                                             &rejected, msg, sizeof(msg)) != 0)
+        {
+            /* The spans were accepted; only the answer is unreadable. */
+            rejected = 0;
+            if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
+                sp_logf(&e->conf.log, SP_LOG_WARN,
+                        "spanprof: collector at %s answered %ld with a body "
+                        "that is not an ExportTraceServiceResponse",
+                        e->url, resp->status);
+            }
+        } else if (resp->body.len == 0) {
+            rejected = 0;
+        }
+        if (rejected > 0) {
+            atomic_fetch_add(&e->spans_rejected, (uint64_t) rejected);
+            sp_logf(&e->conf.log, SP_LOG_ERR,
+                    "spanprof: collector rejected %lld of %zu spans: %s",
+                    (long long) rejected, b->nspans, msg);
+        }
+        atomic_fetch_add(&e->spans_exported,
+                         b->nspans - (rejected > 0 ? (size_t) rejected : 0));
+        pop_batch(e);
+
+    } else if (retryable(resp->status) && b->attempts < MAX_ATTEMPTS) {
+        backoff = (uint64_t) BACKOFF_INITIAL_MS << (b->attempts - 1);
+        if (backoff > BACKOFF_MAX_MS) {
+            backoff = BACKOFF_MAX_MS;
+        }
+        if (resp->retry_after_ms > backoff) {
+            backoff = resp->retry_after_ms;
+        }
+        b->next_try = now + backoff * MS;
+        atomic_fetch_add(&e->retries, 1);
+        if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
+            if (resp->status == 0) {
+                sp_logf(&e->conf.log, SP_LOG_ERR,
+                        "spanprof: export to %s failed: %s; retrying in "
+                        "%llu ms", e->url, resp->error,
+                        (unsigned long long) backoff);
+            } else {
+                sp_logf(&e->conf.log, SP_LOG_ERR,
+                        "spanprof: collector at %s answered %ld; retrying in "
+                        "%llu ms", e->url, resp->status,
+                        (unsigned long long) backoff);
+            }
+        }
+
+    } else {
+        drop_batch(e, b);
+        if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)
+            || !retryable(resp->status))
+        {
+            if (resp->status == 0) {
+                sp_logf(&e->conf.log, SP_LOG_ERR,
+                        "spanprof: export to %s failed after %u attempts: "
+                        "%s; dropping %zu spans", e->url, b->attempts,
+                        resp->error, b->nspans);
+            } else {
+                sp_logf(&e->conf.log, SP_LOG_ERR,
+                        "spanprof: collector at %s answered %ld after %u "
+                        "attempts; dropping %zu spans", e->url, resp->status,
+                        b->attempts, b->nspans);
+            }
+        }
+        pop_batch(e);
+    }
+}
+
+/* Does what is due without blocking; returns when it next has something to
+ * do (monotonic ns). Sets e->finished once stopping and done. */
+static uint64_t
+exporter_step(sp_exporter_t *e)
+{
+    uint64_t  now = sp_mono_ns(), t, deadline;
+    int       stopping, progress;
+
+    stopping = atomic_load(&e->stopping);
+    deadline = stopping ? atomic_load(&e->deadline) : 0;
+
+    if (sp_http_loop_deadline(e->loop) <= now) {
+        sp_http_loop_io(e->loop, -1, 0);
+    }
+
+    if (e->profiles != NULL) {
+        if (stopping ? !e->profile_flushed
+                     : now >= sp_profile_export_due(e->profiles))
+        {
+            uint64_t  t0 = now;
+
+            /* The last one goes out with what time is left. */
+            sp_profile_export_flush(e->profiles,
+                                    !stopping ? e->conf.timeout_ms
+                                    : deadline > now + MS
+                                    ? (deadline - now) / MS : 1);
+            e->profile_flushed = stopping;
+            now = sp_mono_ns();
+            /* On nginx this time is taken from the worker's event loop. */
+            sp_logf(&e->conf.log, SP_LOG_DEBUG,
+                    "spanprof: profile built, encoded and handed over in "
+                    "%llu us", (unsigned long long) ((now - t0) / 1000));
+        } else if (now >= e->next_drain) {
+            sp_profile_export_drain(e->profiles);
+        }
+        if (now >= e->next_drain) {
+            e->next_drain = now + SAMPLE_DRAIN_MS * MS;
+        }
+    }
+
+    /* Fill pending batches: full batches at once, partial ones when the
+     * interval is due or the process stops. One at a time while posts
+     * fail: the spans behind it wait in the queue, so a collector that is
+     * down holds the queue and one encoded batch, not a second copy of
+     * everything in batch_count buffers. */
+    do {
+        progress = 0;
+        if (e->npending < e->conf.batch_count
+            && (!e->failing || e->npending == 0)
+            && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
+                || now >= e->next_flush || stopping))
+        {
+            progress = encode_batch(e) > 0;
+        }
+    } while (progress);
+    if (now >= e->next_flush) {
+        e->next_flush = now + e->conf.interval_ms * MS;
+    }
+
+    /* Files are written at once; a post runs on the loop. */
+    while (e->npending > 0 && !e->sending
+           && (e->batches[e->head].next_try <= now || stopping)
+           && !(stopping && now >= deadline))
+    {
+        send_head(e, now);
+        if (e->file_path == NULL) {
+            break;
+        }
+    }
+
+    report_drops(e, now, 0);
+
+    if (stopping
+        && (now >= deadline
+            || (e->npending == 0 && sp_span_queue_pending(e->queue) == 0
+                && !(e->profiles != NULL
+                     && sp_profile_export_busy(e->profiles)))))
+    {
+        e->finished = 1;
+        return now;
+    }
+
+    t = stopping ? deadline : e->next_flush;
+    if (e->npending > 0 && !e->sending && e->batches[e->head].next_try < t) {
+        t = e->batches[e->head].next_try;
+    }
+    if (e->profiles != NULL && !stopping) {
+        if (e->next_drain < t) {
+            t = e->next_drain;
+        }
+        if (sp_profile_export_due(e->profiles) < t) {
+            t = sp_profile_export_due(e->profiles);
+        }
+    }
+    if (sp_http_loop_deadline(e->loop) < t) {
+        t = sp_http_loop_deadline(e->loop);
+    }
+    return t;
+}
+
+/* Whatever is left when stopping could not be sent in time. */
+static void
+exporter_finish(sp_exporter_t *e)
+{
+    uint64_t  v;
+
+    while (e->npending > 0) {
+        drop_batch(e, &e->batches[e->head]);
+        pop_batch(e);
+    }
+    v = sp_span_queue_pending(e->queue);
+    atomic_fetch_add(&e->spans_dropped_export, v);
+    report_drops(e, sp_mono_ns(), 1);
+}
+
+/* Runs the exporter in the calling thread until it is stopped and done. */
+static void
+exporter_loop(sp_exporter_t *e)
+{
+    uint64_t  t, now, wait, v;
+
+    for ( ;; ) {
+        t = exporter_step(e);
+        if (e->finished) {
+            break;
+        }
+        now = sp_mono_ns();
+        wait = t > now ? (t - now + MS - 1) / MS : 0;
+        if (sp_http_loop_poll(e->loop, e->wake_fd, wait)
+            && read(e->wake_fd, &v, sizeof(v)) < 0)
+        {
+            /* EAGAIN: another read took it; nothing to do. */
+        }
+    }
+    exporter_finish(e);
+}
+
+static void *
+exporter_thread(void *arg)
+{
+    sp_exporter_t  *e = arg;
+
+    exporter_loop(e);
+    return NULL;
+}
+
+void
+sp_exporter_run(sp_exporter_t *e)
+{
+    uint64_t  t, now;
+
+    if (atomic_load(&e->stopping)) {
+        return;
+    }
+    t = exporter_step(e);
+    now = sp_mono_ns();
+    e->driver.timer(e->driver.data,
+                    t == UINT64_MAX ? UINT64_MAX
+                    : t > now ? (t - now + MS - 1) / MS : 0);
+}
+
+void
+sp_exporter_io(sp_exporter_t *e, int fd, unsigned events)
+{
+    sp_http_loop_io(e->loop, fd, events);
+    sp_exporter_run(e);
+}
+
+/* ---- worker side ------------------------------------------------------- */
+
+sp_exporter_t *
+sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
+{
+    sp_exporter_t  *e;
+    const char             *why;
+    size_t                  n, i;
+    int                     rc;
+    sp_http_client_conf_t   client_conf;
+
+    /* No endpoint: profiles for Pyroscope only, no spans. */
+    why = conf->endpoint != NULL ? sp_exporter_endpoint_error(conf->endpoint)
+                                 : NULL;
+    if (why != NULL) {
+        snprintf(err, errlen, "endpoint \"%s\" %s", conf->endpoint, why);
+        return NULL;
+    }
+
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->wake_fd = -1;
+    e->file_fd = -1;
+    e->conf = *conf;
+    if (conf->loop != NULL) {
+        e->driver = *conf->loop;
+    }
+    e->conf.loop = NULL;
+    if (e->conf.batch_size == 0) {
+        e->conf.batch_size = 512;
+    }
+    if (e->conf.batch_count == 0) {
+        e->conf.batch_count = 4;
+    }
+    if (e->conf.interval_ms == 0) {
+        e->conf.interval_ms = 5000;
+    }
+    if (e->conf.timeout_ms == 0) {
+        e->conf.timeout_ms = 10000;
+    }
+    if (e->conf.shutdown_timeout_ms == 0) {
+        e->conf.shutdown_timeout_ms = 2000;
+    }
+    sp_arena_init(&e->arena, 256 * 1024);
+
+    /* Own copies of everything the thread reads. */
+    e->endpoint = strdup(conf->endpoint != NULL ? conf->endpoint : "");
+    e->trusted_certificate = dup_or_null(conf->trusted_certificate);
+    for (n = 0; conf->headers != NULL && conf->headers[n] != NULL; n++) {
+        /* count */
+    }
+    e->headers = calloc(n + 1, sizeof(char *));
+    for (i = 0; e->headers != NULL && i < n; i++) {
+        e->headers[i] = strdup(conf->headers[i]);
+        if (e->headers[i] == NULL) {
+            goto nomem;
+        }
+    }
+    if (e->endpoint == NULL || e->headers == NULL) {
+        goto nomem;
+    }
+    e->conf.endpoint = e->endpoint;
+    e->conf.trusted_certificate = e->trusted_certificate;
+    e->conf.headers = (const char *const *) e->headers;
+    e->conf.resource = NULL;
+    if (conf->resource != NULL) {
+        memset(&e->resource, 0, sizeof(e->resource));
+        for (i = 0; i < conf->resource->nattrs; i++) {
+            const sp_resource_attr_t  *a = &conf->resource->attrs[i];
+            char                       num[32];
+
+            if (a->str == NULL) {
+                snprintf(num, sizeof(num), "%lld", (long long) a->num);
+            }
+            if (sp_resource_set(&e->resource, a->key,
+                                a->str != NULL ? a->str : num) != 0)
+            {
+                goto nomem;
+            }
+            if (a->str == NULL) {
+                e->resource.attrs[e->resource.nattrs - 1].str = NULL;
+                e->resource.attrs[e->resource.nattrs - 1].num = a->num;
+            }
+        }
+    }
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    e->loop = sp_http_loop_new();
+    if (e->loop == NULL) {
+        goto nomem;
+    }
+    client_conf = (sp_http_client_conf_t) {
+        .headers = e->conf.headers,
+        .trusted_certificate = e->trusted_certificate,
+        .connect_timeout_ms = e->conf.connect_timeout_ms,
+        .gzip = e->conf.gzip,
+    };
+    if (e->endpoint[0] == '\0') {
+        /* no span export */
+    } else if (strncmp(e->endpoint, "file://", 7) == 0) {
+        e->file_path = concat(e->endpoint + 7, "/traces.jsonl");
+        if (e->file_path == NULL) {
+            goto nomem;
+        }
+    } else {
+        n = strlen(e->endpoint);
+        /* "http://h:4318/" and "http://h:4318" name the same base. */
+        e->url = concat(e->endpoint,
+                        n > 0 && e->endpoint[n - 1] == '/' ? "v1/traces"
+                                                           : "/v1/traces");
+        e->profiles_url = concat(e->endpoint,
+                                 n > 0 && e->endpoint[n - 1] == '/'
+                                 ? "v1development/profiles"
+                                 : "/v1development/profiles");
+        if (e->url == NULL || e->profiles_url == NULL) {
+            goto nomem;
+        }
+        e->http = sp_http_client_new(e->loop, &client_conf);
+        if (e->http == NULL) {
+            goto nomem;
+        }
+    }
+
+    /* On a server's event loop, spans are queued and sent by one thread. */
+    e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count,
+                                    e->driver.timer != NULL);
+    e->scratch = calloc(e->conf.batch_size, sizeof(sp_span_rec_t *));
+    e->batches = calloc(e->conf.batch_count, sizeof(batch_t));
+    if (e->queue == NULL || e->scratch == NULL || e->batches == NULL) {
+        goto nomem;
+    }
+    for (i = 0; i < e->conf.batch_count; i++) {
+        sp_buf_init(&e->batches[i].body);
+    }
+
+    if (conf->profiling) {
+        if (conf->pyroscope_url != NULL) {
+            e->pyroscope_url = strdup(conf->pyroscope_url);
+            if (e->pyroscope_url == NULL) {
+                goto nomem;
+            }
+        }
+        e->profiles = sp_profile_export_new(&(sp_profile_export_conf_t) {
+            .loop = e->loop,
+            .otlp_url = e->profiles_url,
+            .otlp_http = &client_conf,
+            .dir = e->file_path != NULL ? e->endpoint + 7 : NULL,
+            .pyroscope_url = e->pyroscope_url,
+            .resource = &e->resource,
+            .interval_ms = conf->profiles_interval_ms
+                           ? conf->profiles_interval_ms : 10000,
+            .log = &e->conf.log,
+        });
+        if (e->profiles == NULL) {
+            goto nomem;
+        }
+    }
+
+    e->next_flush = sp_mono_ns() + e->conf.interval_ms * MS;
+    e->next_drain = sp_mono_ns() + SAMPLE_DRAIN_MS * MS;
+
+    if (e->driver.timer != NULL) {
+        sp_http_loop_drive(e->loop, e->driver.watch, e->driver.data);
+        sp_exporter_run(e);
+        return e;
+    }
+
+    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->wake_fd < 0) {
+        snprintf(err, errlen, "eventfd() failed: %s", strerror(errno));
+        exporter_free(e);
+        return NULL;
+    }
+
+    rc = pthread_create(&e->thread, NULL, exporter_thread, e);
+    if (rc != 0) {
+        snprintf(err, errlen, "pthread_create() failed: %s", strerror(rc));
+        exporter_free(e);
+        return NULL;
+    }
+    e->running = 1;
+    return e;
+
+nomem:
+    snprintf(err, errlen, "out of memory");
+    exporter_free(e);
+    return NULL;
+}
+
+/* Each thread builds its spans in a scratch span of its own, hot in its
+ * cache, before they are encoded into the queue. Touched only from request
+ * code, never from a signal handler.
+ *
+ * The scratch is on the heap and the TLS holds only its address: that
+ * keeps the module's whole TLS block under 100 bytes, small enough for
+ * glibc to place a dlopen()ed module's block in its surplus static TLS,
+ * where every TLSDESC access (otel_thread_ctx_v1 included) resolves to
+ * _dl_tlsdesc_return, a load, instead of a ~35-instruction call into
+ * _dl_tlsdesc_dynamic; Apache binds and reads its labels about ten times
+ * per request. glibc does not give that budget back on dlclose(): after
+ * about five loads into one process (apache2 loads modules twice at start
+ * and again at each restart, nginx at each reload) the block is dynamic
+ * again, which is only slower. The key frees the scratch when its thread exits (mod_http2
+ * ends idle workers). */
+static _Thread_local sp_span_t  *span_scratch;
+static pthread_key_t             span_scratch_key;
+static pthread_once_t            span_scratch_once = PTHREAD_ONCE_INIT;
+static int                       span_scratch_keyed;
+
+static void
+span_scratch_key_create(void)
+{
+    span_scratch_keyed = pthread_key_create(&span_scratch_key, free) == 0;
+}
+
+static __attribute__((noinline)) sp_span_t *
+span_scratch_create(void)
+{
+    sp_span_t  *s;
+
+    pthread_once(&span_scratch_once, span_scratch_key_create);
+    if (!span_scratch_keyed) {
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));     /* as the TLS span it replaces */
+    if (s == NULL) {
+        return NULL;
+    }
+    if (pthread_setspecific(span_scratch_key, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    span_scratch = s;
+    return s;
+}
+
+sp_span_t *
+sp_exporter_span_begin(sp_exporter_t *e)
+{
+    sp_span_t  *s;
+
+    /* A span that would not fit is not built at all (counted as a drop). */
+    if (!sp_span_queue_has_room(e->queue)) {
+        return NULL;
+    }
+    s = span_scratch;
+    if (s == NULL && (s = span_scratch_create()) == NULL) {
+        sp_span_queue_refuse(e->queue);     /* no memory: a drop */
+    }
+    return s;
+}
+
+void
+sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
+{
+    static const uint64_t  one = 1;
+
+    /* Wake the exporter once per full batch, not per span. */
+    if (sp_span_queue_push(e->queue, span) == e->conf.batch_size) {
+        if (e->driver.wake != NULL) {
+            e->driver.wake(e->driver.data);
+        } else if (write(e->wake_fd, &one, sizeof(one)) < 0) {
+            /* EAGAIN: the counter is saturated, the thread is awake. */
+        }
+    }
+}
+
+void
+sp_exporter_stop(sp_exporter_t *e)
+{
+    static const uint64_t  one = 1;
+    struct timespec        ts;
+    uint64_t               grace;
+    int                    rc;
+
+    if (e == NULL) {
+        return;
+    }
+    if (e->driver.timer != NULL) {
+        /* The event loop lets go; the flush runs here, self-driven. */
+        atomic_store(&e->deadline,
+                     sp_mono_ns() + e->conf.shutdown_timeout_ms * MS);
+        atomic_store(&e->stopping, 1);
+        e->driver.timer(e->driver.data, UINT64_MAX);
+        sp_http_loop_drive(e->loop, NULL, NULL);
+        exporter_loop(e);
+
+    } else if (e->running) {
+        atomic_store(&e->deadline,
+                     sp_mono_ns() + e->conf.shutdown_timeout_ms * MS);
+        atomic_store(&e->stopping, 1);
+        if (write(e->wake_fd, &one, sizeof(one)) < 0) {
+            /* saturated: already awake */
+        }
+        /* The thread keeps to the deadline itself; the join allows some
+         * slack for a request that is being torn down. */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        grace = (e->conf.shutdown_timeout_ms + 1000) * MS;
+        ts.tv_sec += (time_t) (grace / 1000000000u);
+        ts.tv_nsec += (long) (grace % 1000000000u);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_timedjoin_np(e->thread, NULL, &ts);
+        if (rc != 0) {
+            /* Still inside a request: leave it (and its memory) to process
+             * exit rather than free what it uses. */
+            sp_logf(&e->conf.log, SP_LOG_ERR,
+                    "spanprof: exporter thread did not stop in time");
+            return;
+        }
+    }
+    {
+        sp_exporter_stats_t  st;
+
+        sp_exporter_get_stats(e, &st);
+        sp_logf(&e->conf.log, SP_LOG_INFO,
+                "spanprof: exporter stopped: %llu spans exported, %llu "
+                "dropped (queue full), %llu dropped (export failed); %llu "
+                "profiles exported from %llu samples, %llu failed",
+                (unsigned long long) st.spans_exported,
+                (unsigned long long) st.spans_dropped_queue_full,
+                (unsigned long long) st.spans_dropped_export,
+                (unsigned long long) st.profiles_exported,
+                (unsigned long long) st.profile_samples,
+                (unsigned long long) st.profiles_failed);
+    }
+    if (e->file_fd >= 0) {
+        close(e->file_fd);
+    }
+    exporter_free(e);
+}
+
+void
+sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->spans_exported = atomic_load(&e->spans_exported);
+    st->spans_dropped_queue_full = sp_span_queue_dropped(e->queue);
+    st->spans_dropped_export = atomic_load(&e->spans_dropped_export);
+    st->spans_rejected = atomic_load(&e->spans_rejected);
+    st->batches_sent = atomic_load(&e->batches_sent);
+    st->batches_failed = atomic_load(&e->batches_failed);
+    st->retries = atomic_load(&e->retries);
+    /* Read from another thread: only approximate while running. */
+    if (e->profiles != NULL) {
+        sp_profile_export_stats(e->profiles, &st->profiles_exported,
+                                &st->profiles_failed, &st->profile_samples);
+    }
+}

@@ -1,0 +1,108 @@
+#ifndef SP_EXPORTER_H
+#define SP_EXPORTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/export/http_loop.h"
+#include "common/base/log.h"
+#include "common/trace/resource.h"
+#include "common/trace/span.h"
+
+/* One exporter per worker process: it drains the span queue, batches,
+ * encodes and sends, never blocking on the network. It runs on a thread of
+ * its own, or on the server's event loop (conf.loop: nginx, whose worker
+ * then stays single-threaded). The request side (span_begin/span_end) never
+ * blocks, never does I/O and never allocates.
+ *
+ * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
+ * protobuf), retried with exponential backoff on 429/502/503/504 and network
+ * errors (honouring Retry-After) while at most batch_count encoded batches
+ * wait (one while the collector keeps failing: the rest stay in the
+ * queue); other 4xx/5xx drop the batch with an error line.
+ * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl.
+ *
+ * With profiling on (and the sampler started in this process) the thread
+ * also drains the sample ring, and every profiles_interval_ms exports the
+ * aggregated, symbolized CPU profile: OTLP profiles to
+ * {base}/v1development/profiles, or dir/cpu-<unix ms>-<pid>.pb.gz (gzip'd
+ * pprof) with a file endpoint, and pprof to Pyroscope's {pyroscope}/ingest
+ * when pyroscope_url is set. */
+
+/* The server's event loop running the exporter instead of a thread: it
+ * watches the fds watch() names and calls sp_exporter_io when one is
+ * ready, and calls sp_exporter_run when the time last given to timer() has
+ * passed and soon after wake() (a batch is full; called from span_end). */
+typedef struct {
+    void    *data;
+    void   (*watch)(void *data, int fd, unsigned events); /* SP_IO_*; 0: stop */
+    void   (*timer)(void *data, uint64_t ms);   /* UINT64_MAX: none */
+    void   (*wake)(void *data);
+} sp_exporter_loop_t;
+
+typedef struct {
+    const sp_exporter_loop_t *loop;          /* NULL: a thread of its own */
+    const char          *endpoint;           /* NULL: profiles only */
+    const char *const   *headers;            /* "Name: value", NULL-ended */
+    const char          *trusted_certificate;
+    int                  gzip;
+    uint64_t             interval_ms;        /* flush at least this often */
+    size_t               batch_size;         /* spans per request */
+    size_t               batch_count;        /* pending batches */
+    uint64_t             connect_timeout_ms;
+    uint64_t             timeout_ms;         /* one request, all in */
+    uint64_t             shutdown_timeout_ms;/* flush bound at stop */
+    const sp_resource_t *resource;           /* copied by start */
+    sp_logger_t          log;
+
+    int                  profiling;
+    uint64_t             profiles_interval_ms;
+    const char          *pyroscope_url;      /* NULL: none */
+} sp_exporter_conf_t;
+
+typedef struct sp_exporter sp_exporter_t;
+
+typedef struct {
+    uint64_t  spans_queued;
+    uint64_t  spans_exported;
+    uint64_t  spans_dropped_queue_full;
+    uint64_t  spans_dropped_export;    /* in batches given up or rejected */
+    uint64_t  spans_rejected;          /* partial success */
+    uint64_t  batches_sent;
+    uint64_t  batches_failed;
+    uint64_t  retries;
+    uint64_t  profiles_exported;
+    uint64_t  profiles_failed;
+    uint64_t  profile_samples;
+} sp_exporter_stats_t;
+
+/* Checks an endpoint URL; NULL when fine, else a static reason. */
+const char *sp_exporter_endpoint_error(const char *endpoint);
+
+/* Allocates the queue (room for about batch_size * batch_count spans,
+ * SP_SPAN_QUEUE_BYTES_PER_SPAN bytes each: 2 MiB by default) and starts the
+ * thread, or arms conf.loop's timer. NULL with err filled on failure. Call
+ * in each worker after fork. */
+sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
+    size_t errlen);
+
+/* Worker side: the calling thread's span to build (sp_span_init, then
+ * attributes), NULL when the queue is full (counted); span_end encodes it
+ * into the queue (span.h: it is built in the wire format already). One
+ * span per thread at a time; with conf.loop, on the loop's thread only
+ * (the queue is then a one-thread ring). */
+sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);
+void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
+
+/* With conf.loop: the event loop's calls (see sp_exporter_loop_t). */
+void sp_exporter_run(sp_exporter_t *e);
+void sp_exporter_io(sp_exporter_t *e, int fd, unsigned events);
+
+/* Flushes what is queued within shutdown_timeout_ms, stops and frees.
+ * With conf.loop, the sockets are first handed back (watch(fd, 0)) and the
+ * flush runs in the calling thread. */
+void sp_exporter_stop(sp_exporter_t *e);
+
+void sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st);
+
+#endif

@@ -1,0 +1,247 @@
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "common/export/gzip.h"
+#include "common/export/http_client.h"
+
+#define SP_HTTP_MAX_BODY  (64 * 1024)
+
+struct sp_http_client {
+    sp_http_loop_t     *loop;
+    CURL               *curl;
+    struct curl_slist  *headers;
+    int                 gzip;
+    sp_buf_t            gz;        /* reused compression buffer */
+    sp_http_response_t  resp;      /* of the transfer under way */
+    sp_http_done_fn     done;      /* non-NULL while one is */
+    void               *done_ud;
+    char                ct[128];   /* its Content-Type header, in front */
+    struct curl_slist   ct_header; /* of the fixed ones */
+};
+
+static size_t
+on_body(char *p, size_t size, size_t n, void *ud)
+{
+    sp_http_client_t  *c = ud;
+    size_t             len = size * n;
+    size_t             room = SP_HTTP_MAX_BODY - c->resp.body.len;
+
+    sp_buf_append(&c->resp.body, p, len < room ? len : room);
+    return len;
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *ud)
+{
+    sp_http_client_t  *c = ud;
+    size_t             len = size * n, vlen;
+    const char        *v;
+
+    if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
+        v = p + 12;
+        vlen = len - 12;
+        c->resp.retry_after_ms = sp_http_parse_retry_after(v, vlen,
+                                                            time(NULL));
+    } else if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
+        v = p + 13;
+        vlen = len - 13;
+        while (vlen > 0 && (*v == ' ' || *v == '\t')) {
+            v++;
+            vlen--;
+        }
+        while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
+            vlen--;
+        }
+        if (vlen >= sizeof(c->resp.content_type)) {
+            vlen = sizeof(c->resp.content_type) - 1;
+        }
+        memcpy(c->resp.content_type, v, vlen);
+        c->resp.content_type[vlen] = '\0';
+    }
+    return len;
+}
+
+sp_http_client_t *
+sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
+{
+    sp_http_client_t   *c;
+    const char *const  *h;
+    struct curl_slist  *l;
+
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return NULL;
+    }
+    c->curl = curl_easy_init();
+    if (c->curl == NULL) {
+        free(c);
+        return NULL;
+    }
+    sp_buf_init(&c->gz);
+    sp_buf_init(&c->resp.body);
+    c->loop = loop;
+    c->gzip = conf->gzip;
+
+    /* "Expect: 100-continue" would cost a round trip per batch. */
+    c->headers = curl_slist_append(NULL, "Expect:");
+    if (c->gzip && c->headers != NULL) {
+        l = curl_slist_append(c->headers, "Content-Encoding: gzip");
+        c->headers = l != NULL ? l : c->headers;
+    }
+    for (h = conf->headers; h != NULL && *h != NULL; h++) {
+        l = curl_slist_append(c->headers, *h);
+        if (l != NULL) {
+            c->headers = l;
+        }
+    }
+
+    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long) (conf->connect_timeout_ms ? conf->connect_timeout_ms
+                                                      : 2000));
+    curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "spanprof");
+    curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
+    if (conf->trusted_certificate != NULL) {
+        curl_easy_setopt(c->curl, CURLOPT_CAINFO, conf->trusted_certificate);
+    }
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
+    curl_easy_setopt(c->curl, CURLOPT_PRIVATE, c);
+    return c;
+}
+
+void
+sp_http_client_free(sp_http_client_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->done != NULL) {
+        curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
+    }
+    curl_easy_cleanup(c->curl);
+    curl_slist_free_all(c->headers);
+    sp_buf_free(&c->gz);
+    sp_buf_free(&c->resp.body);
+    free(c);
+}
+
+int
+sp_http_client_post(sp_http_client_t *c, const char *url,
+    const char *content_type, const void *body, size_t len,
+    uint64_t timeout_ms, sp_http_done_fn done, void *ud)
+{
+    if (c->done != NULL) {
+        return -1;
+    }
+    c->resp.status = 0;
+    c->resp.retry_after_ms = 0;
+    c->resp.error[0] = '\0';
+    c->resp.content_type[0] = '\0';
+    sp_buf_reset(&c->resp.body);
+
+    if (c->gzip) {
+        sp_buf_reset(&c->gz);
+        if (sp_gzip_append(body, len, &c->gz) != 0) {
+            return -1;
+        }
+        body = c->gz.data;
+        len = c->gz.len;
+    }
+
+    snprintf(c->ct, sizeof(c->ct), "Content-Type: %s", content_type);
+    c->ct_header.data = c->ct;
+    c->ct_header.next = c->headers;
+
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &c->ct_header);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
+                     (long) (timeout_ms > 0 ? timeout_ms : 1));
+
+    if (curl_multi_add_handle(sp_http_loop_multi(c->loop), c->curl)
+        != CURLM_OK)
+    {
+        return -1;
+    }
+    c->done = done;
+    c->done_ud = ud;
+    return 0;
+}
+
+int
+sp_http_client_busy(const sp_http_client_t *c)
+{
+    return c->done != NULL;
+}
+
+void
+sp_http_client_complete(sp_http_client_t *c, int curl_result)
+{
+    sp_http_done_fn  done = c->done;
+
+    curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
+    c->done = NULL;
+    if (curl_result != CURLE_OK) {
+        c->resp.status = 0;
+        snprintf(c->resp.error, sizeof(c->resp.error), "%s",
+                 curl_easy_strerror((CURLcode) curl_result));
+    } else {
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->resp.status);
+    }
+    if (done != NULL) {
+        done(c->done_ud, &c->resp);
+    }
+}
+
+uint64_t
+sp_http_parse_retry_after(const char *v, size_t len, time_t now)
+{
+    char       buf[64];
+    char      *end;
+    long long  secs;
+    time_t     t;
+    size_t     i = 0;
+
+    while (i < len && (v[i] == ' ' || v[i] == '\t')) {
+        i++;
+    }
+    while (len > i && isspace((unsigned char) v[len - 1])) {
+        len--;
+    }
+    len -= i;
+    if (len == 0 || len >= sizeof(buf)) {
+        return 0;
+    }
+    memcpy(buf, v + i, len);
+    buf[len] = '\0';
+
+    if (isdigit((unsigned char) buf[0])) {
+        secs = strtoll(buf, &end, 10);
+        if (*end != '\0' || secs < 0) {
+            return 0;
+        }
+        /* A collector asking for more than an hour is capped to one. */
+        return (uint64_t) (secs > 3600 ? 3600 : secs) * 1000;
+    }
+
+    t = curl_getdate(buf, NULL);
+    if (t < 0 || t <= now) {
+        return 0;
+    }
+    return (uint64_t) (t - now > 3600 ? 3600 : t - now) * 1000;
+}

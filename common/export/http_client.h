@@ -1,0 +1,60 @@
+#ifndef SP_HTTP_CLIENT_H
+#define SP_HTTP_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/base/buf.h"
+
+#include "common/export/http_loop.h"
+
+/* An HTTP/1.1 POST client on libcurl: one transfer at a time, run by an
+ * sp_http_loop (never blocking the caller), keep-alive connections kept by
+ * the loop across transfers, optional gzip of the body, extra headers,
+ * https with the system CAs or a given CA file, connect and total
+ * timeouts. */
+
+typedef struct sp_http_client sp_http_client_t;
+
+typedef struct {
+    const char *const  *headers;          /* "Name: value", NULL-terminated */
+    const char         *trusted_certificate;  /* CA file or NULL */
+    uint64_t            connect_timeout_ms;
+    int                 gzip;
+} sp_http_client_conf_t;
+
+typedef struct {
+    long      status;          /* 0 on a network error */
+    uint64_t  retry_after_ms;  /* from Retry-After, 0 if absent */
+    char      error[256];      /* curl's message on a network error */
+    sp_buf_t  body;            /* response body, at most 64 KiB kept */
+    char      content_type[64];
+} sp_http_response_t;
+
+/* Called once per post, from the loop, with the outcome: resp->status 0
+ * on a network error or timeout (resp->error says which). resp belongs to
+ * the client and is valid during the call; the callback may post again. */
+typedef void (*sp_http_done_fn)(void *ud, const sp_http_response_t *resp);
+
+sp_http_client_t *sp_http_client_new(sp_http_loop_t *loop,
+    const sp_http_client_conf_t *conf);
+/* Abandons a transfer under way (its callback is not called). */
+void sp_http_client_free(sp_http_client_t *c);
+
+/* Starts POSTing body to url, all done within timeout_ms. body and url
+ * must stay as they are until done is called. Returns -1 when a transfer
+ * is already under way or it cannot start (then done is not called). */
+int sp_http_client_post(sp_http_client_t *c, const char *url,
+    const char *content_type, const void *body, size_t len,
+    uint64_t timeout_ms, sp_http_done_fn done, void *ud);
+
+int sp_http_client_busy(const sp_http_client_t *c);
+
+/* For http_loop.c: the transfer ended with this CURLcode. */
+void sp_http_client_complete(sp_http_client_t *c, int curl_result);
+
+/* Parses a Retry-After value (delta-seconds or an HTTP date). */
+uint64_t sp_http_parse_retry_after(const char *v, size_t len, time_t now);
+
+#endif

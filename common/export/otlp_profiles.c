@@ -1,0 +1,669 @@
+#include <string.h>
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
+
+#include "common/export/otlp_common.h"
+#include "common/export/otlp_profiles.h"
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+    pb_request_t;
+typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary
+    pb_dict_t;
+typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles
+    pb_resource_profiles_t;
+typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles
+    pb_scope_profiles_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Profile   pb_profile_t;
+typedef Opentelemetry__Proto__Profiles__V1development__ValueType pb_value_type_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Sample    pb_sample_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Mapping   pb_mapping_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Location  pb_location_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Line      pb_line_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Function  pb_function_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Link      pb_link_t;
+typedef Opentelemetry__Proto__Profiles__V1development__Stack     pb_stack_t;
+typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit
+    pb_kvu_t;
+typedef Opentelemetry__Proto__Common__V1__AnyValue               pb_any_t;
+
+#define ATTR_SPAN_NAME  "span.name"
+#define ATTR_BUILD_ID   "process.executable.build_id.gnu"
+
+/* Deduplication of table entries by their bytes: an open-addressing hash
+ * sized once (load <= 1/2) for the most entries a table can get. Values are
+ * table indices, never 0 (entry 0 is the zero value, never looked up). */
+typedef struct {
+    const void  *key;
+    size_t       len;
+    int32_t      val;
+} dedup_slot_t;
+
+typedef struct {
+    dedup_slot_t  *slots;
+    size_t         mask;
+} dedup_t;
+
+static int
+dedup_init(sp_arena_t *a, dedup_t *d, size_t max)
+{
+    size_t  cap = 16;
+
+    while (cap < max * 2) {
+        cap *= 2;
+    }
+    d->slots = sp_arena_alloc(a, cap * sizeof(dedup_slot_t));
+    d->mask = cap - 1;
+    return d->slots != NULL ? 0 : -1;
+}
+
+/* The slot of key: holding it (val != 0), or the empty one where it goes
+ * (the caller then sets key, len and val; key must outlive the encoding). */
+static dedup_slot_t *
+dedup_slot(dedup_t *d, const void *key, size_t len)
+{
+    const unsigned char  *k = key;
+    uint64_t              h = 0xcbf29ce484222325ULL;   /* FNV-1a */
+    size_t                i;
+    dedup_slot_t         *s;
+
+    for (i = 0; i < len; i++) {
+        h = (h ^ k[i]) * 0x100000001b3ULL;
+    }
+    for (i = h & d->mask; ; i = (i + 1) & d->mask) {
+        s = &d->slots[i];
+        if (s->val == 0
+            || (s->len == len && memcmp(s->key, key, len) == 0))
+        {
+            return s;
+        }
+    }
+}
+
+/* Sets an empty slot, unless its table already has max entries. */
+static int
+dedup_set(dedup_slot_t *s, const void *key, size_t len, size_t n, size_t max)
+{
+    if (n >= max) {
+        return -1;
+    }
+    s->key = key;
+    s->len = len;
+    s->val = (int32_t) n;
+    return 0;
+}
+
+/* The encoder's state: the dictionary being filled and its indexes. */
+typedef struct {
+    sp_arena_t          *a;
+    const sp_profile_t  *p;
+    pb_dict_t           *dict;
+    dedup_t              strs, attrs, links, stacks;
+    size_t               max_strs, max_attrs, max_links, max_stacks;
+} enc_t;
+
+/* The string_table index of s; "" and NULL are 0; -1 when out of room. */
+static int32_t
+str_index(enc_t *e, const char *s)
+{
+    pb_dict_t     *d = e->dict;
+    size_t         len;
+    dedup_slot_t  *slot;
+
+    if (s == NULL || *s == '\0') {
+        return 0;
+    }
+    len = strlen(s);
+    slot = dedup_slot(&e->strs, s, len);
+    if (slot->val == 0) {
+        if (dedup_set(slot, s, len, d->n_string_table, e->max_strs) != 0) {
+            return -1;
+        }
+        d->string_table[d->n_string_table++] = (char *) s;
+    }
+    return slot->val;
+}
+
+/* The attribute_table index of a string attribute; -1 on failure. */
+static int32_t
+attr_index(enc_t *e, const char *key, const char *value)
+{
+    static const pb_kvu_t  kvu_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__KEY_VALUE_AND_UNIT__INIT;
+    static const pb_any_t  any_init =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+    pb_dict_t     *d = e->dict;
+    size_t         klen = strlen(key), vlen = strlen(value);
+    char          *id;
+    pb_kvu_t      *kvu;
+    dedup_slot_t  *slot;
+    int32_t        i;
+
+    /* Identity "key\0value" (the arena zeroes). */
+    id = sp_arena_alloc(e->a, klen + 1 + vlen);
+    if (id == NULL) {
+        return -1;
+    }
+    memcpy(id, key, klen);
+    memcpy(id + klen + 1, value, vlen);
+    slot = dedup_slot(&e->attrs, id, klen + 1 + vlen);
+    if (slot->val != 0) {
+        return slot->val;
+    }
+    if (dedup_set(slot, id, klen + 1 + vlen, d->n_attribute_table,
+                  e->max_attrs) != 0)
+    {
+        return -1;
+    }
+    i = slot->val;
+    kvu = sp_arena_alloc(e->a, sizeof(*kvu));
+    if (kvu == NULL) {
+        return -1;
+    }
+    *kvu = kvu_init;
+    kvu->key_strindex = str_index(e, key);
+    kvu->value = sp_arena_alloc(e->a, sizeof(*kvu->value));
+    if (kvu->key_strindex < 0 || kvu->value == NULL) {
+        return -1;
+    }
+    *kvu->value = any_init;
+    kvu->value->value_case =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    kvu->value->string_value = (char *) value;
+    d->attribute_table[d->n_attribute_table++] = kvu;
+    return i;
+}
+
+/* The link_table index of the sample's span; -1 on failure. */
+static int32_t
+link_index(enc_t *e, const sp_profile_sample_t *ps)
+{
+    static const pb_link_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINK__INIT;
+    pb_dict_t     *d = e->dict;
+    uint8_t       *id;
+    pb_link_t     *l;
+    dedup_slot_t  *slot;
+    int32_t        i;
+
+    id = sp_arena_alloc(e->a, SP_TRACE_ID_LEN + SP_SPAN_ID_LEN);
+    if (id == NULL) {
+        return -1;
+    }
+    memcpy(id, ps->trace_id, SP_TRACE_ID_LEN);
+    memcpy(id + SP_TRACE_ID_LEN, ps->span_id, SP_SPAN_ID_LEN);
+    slot = dedup_slot(&e->links, id, SP_TRACE_ID_LEN + SP_SPAN_ID_LEN);
+    if (slot->val != 0) {
+        return slot->val;
+    }
+    if (dedup_set(slot, id, SP_TRACE_ID_LEN + SP_SPAN_ID_LEN,
+                  d->n_link_table, e->max_links) != 0)
+    {
+        return -1;
+    }
+    i = slot->val;
+    l = sp_arena_alloc(e->a, sizeof(*l));
+    if (l == NULL) {
+        return -1;
+    }
+    *l = init;
+    l->trace_id.data = id;
+    l->trace_id.len = SP_TRACE_ID_LEN;
+    l->span_id.data = id + SP_TRACE_ID_LEN;
+    l->span_id.len = SP_SPAN_ID_LEN;
+    d->link_table[d->n_link_table++] = l;
+    return i;
+}
+
+/* The stack_table index of the sample's stack (0 for an empty one); -1 on
+ * failure or a location index out of range. */
+static int32_t
+stack_index(enc_t *e, const sp_profile_sample_t *ps)
+{
+    static const pb_stack_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__STACK__INIT;
+    const int32_t  *locs = e->p->locs + ps->stack_off;
+    size_t          len = ps->stack_len * sizeof(int32_t);
+    pb_dict_t      *d = e->dict;
+    pb_stack_t     *st;
+    dedup_slot_t   *slot;
+    int32_t         i;
+    size_t          j;
+
+    if (ps->stack_len == 0) {
+        return 0;
+    }
+    slot = dedup_slot(&e->stacks, locs, len);
+    if (slot->val != 0) {
+        return slot->val;
+    }
+    if (dedup_set(slot, locs, len, d->n_stack_table, e->max_stacks) != 0) {
+        return -1;
+    }
+    i = slot->val;
+    st = sp_arena_alloc(e->a, sizeof(*st));
+    if (st == NULL) {
+        return -1;
+    }
+    *st = init;
+    st->location_indices = sp_arena_alloc(e->a,
+                                          ps->stack_len * sizeof(int32_t));
+    if (st->location_indices == NULL) {
+        return -1;
+    }
+    for (j = 0; j < ps->stack_len; j++) {
+        if (locs[j] < 0 || (size_t) locs[j] >= e->p->nlocations) {
+            return -1;
+        }
+        st->location_indices[j] = locs[j] + 1;   /* leaf first, as given */
+    }
+    st->n_location_indices = ps->stack_len;
+    d->stack_table[d->n_stack_table++] = st;
+    return i;
+}
+
+/* Allocates a repeated field of n + 1 pointers (the zero entry first) and
+ * fills entry 0 with a zero message of `size` bytes copied from init. */
+static void **
+table_new(sp_arena_t *a, size_t n, const void *init, size_t size)
+{
+    void  **t = sp_arena_alloc(a, (n + 1) * sizeof(void *));
+
+    if (t == NULL) {
+        return NULL;
+    }
+    t[0] = sp_arena_alloc(a, size);
+    if (t[0] == NULL) {
+        return NULL;
+    }
+    memcpy(t[0], init, size);
+    return t;
+}
+
+#define TABLE_NEW(a, n, field, init)                                          \
+    ((field) = (void *) table_new(a, n, &(init), sizeof(init)))
+
+static pb_dict_t *
+dict_new(enc_t *e)
+{
+    static const pb_dict_t      dict_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
+    static const pb_mapping_t   mapping_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__MAPPING__INIT;
+    static const pb_location_t  location_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LOCATION__INIT;
+    static const pb_function_t  function_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__FUNCTION__INIT;
+    static const pb_link_t      link_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINK__INIT;
+    static const pb_kvu_t       kvu_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__KEY_VALUE_AND_UNIT__INIT;
+    static const pb_stack_t     stack_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__STACK__INIT;
+    /* link_table[0]: all-zero ids of the proper lengths, as the spec
+     * recommends for codecs that insist on 16/8-byte ids. */
+    static uint8_t              zero_ids[SP_TRACE_ID_LEN + SP_SPAN_ID_LEN];
+    const sp_profile_t         *p = e->p;
+    pb_dict_t                  *d;
+    pb_link_t                  *l0;
+
+    d = sp_arena_alloc(e->a, sizeof(*d));
+    if (d == NULL) {
+        return NULL;
+    }
+    *d = dict_init;
+    e->dict = d;
+
+    /* "", 4 value type names, 2 attribute keys; a file per mapping; a name
+     * and a file per function. */
+    e->max_strs = 1 + 4 + 2 + p->nmappings + 2 * p->nfunctions;
+    e->max_attrs = 1 + p->nmappings + p->nsamples;
+    e->max_links = 1 + p->nsamples;
+    e->max_stacks = 1 + p->nsamples;
+
+    d->string_table = sp_arena_alloc(e->a, e->max_strs * sizeof(char *));
+    if (d->string_table == NULL
+        || TABLE_NEW(e->a, p->nmappings, d->mapping_table, mapping_init) == NULL
+        || TABLE_NEW(e->a, p->nlocations, d->location_table,
+                     location_init) == NULL
+        || TABLE_NEW(e->a, p->nfunctions, d->function_table,
+                     function_init) == NULL
+        || TABLE_NEW(e->a, e->max_links, d->link_table, link_init) == NULL
+        || TABLE_NEW(e->a, e->max_attrs, d->attribute_table, kvu_init) == NULL
+        || TABLE_NEW(e->a, e->max_stacks, d->stack_table, stack_init) == NULL
+        || dedup_init(e->a, &e->strs, e->max_strs) != 0
+        || dedup_init(e->a, &e->attrs, e->max_attrs) != 0
+        || dedup_init(e->a, &e->links, e->max_links) != 0
+        || dedup_init(e->a, &e->stacks, e->max_stacks) != 0)
+    {
+        return NULL;
+    }
+    d->string_table[0] = (char *) "";
+    d->n_string_table = 1;
+    d->n_mapping_table = 1;
+    d->n_location_table = 1;
+    d->n_function_table = 1;
+    d->n_attribute_table = 1;
+    d->n_stack_table = 1;
+    l0 = d->link_table[0];
+    l0->trace_id.data = zero_ids;
+    l0->trace_id.len = SP_TRACE_ID_LEN;
+    l0->span_id.data = zero_ids + SP_TRACE_ID_LEN;
+    l0->span_id.len = SP_SPAN_ID_LEN;
+    d->n_link_table = 1;
+    return d;
+}
+
+static int
+add_mappings(enc_t *e)
+{
+    static const pb_mapping_t    init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__MAPPING__INIT;
+    const sp_profile_mapping_t  *pm;
+    pb_mapping_t                *m;
+    size_t                       i;
+
+    for (i = 0; i < e->p->nmappings; i++) {
+        pm = &e->p->mappings[i];
+        m = sp_arena_alloc(e->a, sizeof(*m));
+        if (m == NULL) {
+            return -1;
+        }
+        *m = init;
+        m->memory_start = pm->start;
+        m->memory_limit = pm->limit;
+        m->file_offset = pm->offset;
+        m->filename_strindex = str_index(e, pm->filename);
+        if (m->filename_strindex < 0) {
+            return -1;
+        }
+        if (pm->build_id != NULL && pm->build_id[0] != '\0') {
+            m->attribute_indices = sp_arena_alloc(e->a, sizeof(int32_t));
+            if (m->attribute_indices == NULL) {
+                return -1;
+            }
+            m->attribute_indices[0] = attr_index(e, ATTR_BUILD_ID,
+                                                 pm->build_id);
+            if (m->attribute_indices[0] < 0) {
+                return -1;
+            }
+            m->n_attribute_indices = 1;
+        }
+        e->dict->mapping_table[e->dict->n_mapping_table++] = m;
+    }
+    return 0;
+}
+
+static int
+add_functions(enc_t *e)
+{
+    static const pb_function_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__FUNCTION__INIT;
+    pb_function_t              *f;
+    size_t                      i;
+
+    for (i = 0; i < e->p->nfunctions; i++) {
+        f = sp_arena_alloc(e->a, sizeof(*f));
+        if (f == NULL) {
+            return -1;
+        }
+        *f = init;
+        f->name_strindex = str_index(e, e->p->functions[i].name);
+        f->system_name_strindex = f->name_strindex;
+        f->filename_strindex = str_index(e, e->p->functions[i].filename);
+        if (f->name_strindex < 0 || f->filename_strindex < 0) {
+            return -1;
+        }
+        e->dict->function_table[e->dict->n_function_table++] = f;
+    }
+    return 0;
+}
+
+static int
+add_locations(enc_t *e)
+{
+    static const pb_location_t    loc_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LOCATION__INIT;
+    static const pb_line_t        line_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINE__INIT;
+    const sp_profile_t           *p = e->p;
+    const sp_profile_location_t  *pl;
+    pb_location_t                *l;
+    size_t                        i;
+
+    for (i = 0; i < p->nlocations; i++) {
+        pl = &p->locations[i];
+        if (pl->mapping >= (int64_t) p->nmappings
+            || pl->function >= (int64_t) p->nfunctions)
+        {
+            return -1;
+        }
+        l = sp_arena_alloc(e->a, sizeof(*l));
+        if (l == NULL) {
+            return -1;
+        }
+        *l = loc_init;
+        l->mapping_index = pl->mapping >= 0 ? pl->mapping + 1 : 0;
+        l->address = pl->address;
+        if (pl->function >= 0) {
+            l->lines = sp_arena_alloc(e->a, sizeof(*l->lines));
+            if (l->lines == NULL) {
+                return -1;
+            }
+            l->lines[0] = sp_arena_alloc(e->a, sizeof(**l->lines));
+            if (l->lines[0] == NULL) {
+                return -1;
+            }
+            *l->lines[0] = line_init;
+            l->lines[0]->function_index = pl->function + 1;
+            l->n_lines = 1;
+        }
+        e->dict->location_table[e->dict->n_location_table++] = l;
+    }
+    return 0;
+}
+
+static pb_sample_t *
+sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
+{
+    static const pb_sample_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SAMPLE__INIT;
+    const sp_profile_t       *p = e->p;
+    pb_sample_t              *s;
+    size_t                    i, nts = ps->ts_len;
+
+    if ((size_t) ps->stack_off + ps->stack_len > p->nlocs
+        || (size_t) ps->ts_off + ps->ts_len > p->ntimestamps)
+    {
+        return NULL;
+    }
+    s = sp_arena_alloc(e->a, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    *s = init;
+    s->stack_index = stack_index(e, ps);
+    if (s->stack_index < 0) {
+        return NULL;
+    }
+
+    if (ps->has_span) {
+        s->link_index = link_index(e, ps);
+        if (s->link_index < 0) {
+            return NULL;
+        }
+        if (ps->span_name != NULL) {
+            s->attribute_indices = sp_arena_alloc(e->a, sizeof(int32_t));
+            if (s->attribute_indices == NULL) {
+                return NULL;
+            }
+            s->attribute_indices[0] = attr_index(e, ATTR_SPAN_NAME,
+                                                 ps->span_name);
+            if (s->attribute_indices[0] < 0) {
+                return NULL;
+            }
+            s->n_attribute_indices = 1;
+        }
+    }
+
+    /* values and timestamps_unix_nano must be of one length when both are
+     * set: one value per timestamp, the timer overruns on the last. */
+    if (nts == 0 || (int64_t) nts > ps->count) {
+        nts = 0;
+    }
+    s->values = sp_arena_alloc(e->a, (nts ? nts : 1) * sizeof(int64_t));
+    if (s->values == NULL) {
+        return NULL;
+    }
+    if (nts == 0) {
+        s->values[0] = ps->count;
+        s->n_values = 1;
+        return s;
+    }
+    for (i = 0; i < nts; i++) {
+        s->values[i] = 1;
+    }
+    s->values[nts - 1] += ps->count - (int64_t) nts;
+    s->n_values = nts;
+    /* The timestamps array outlives the encoding. */
+    s->timestamps_unix_nano = p->timestamps + ps->ts_off;
+    s->n_timestamps_unix_nano = nts;
+    return s;
+}
+
+static pb_value_type_t *
+value_type(enc_t *e, const char *type, const char *unit)
+{
+    static const pb_value_type_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__VALUE_TYPE__INIT;
+    pb_value_type_t              *vt = sp_arena_alloc(e->a, sizeof(*vt));
+
+    if (vt == NULL) {
+        return NULL;
+    }
+    *vt = init;
+    vt->type_strindex = str_index(e, type);
+    vt->unit_strindex = str_index(e, unit);
+    return vt->type_strindex >= 0 && vt->unit_strindex >= 0 ? vt : NULL;
+}
+
+static pb_profile_t *
+profile_new(enc_t *e)
+{
+    static const pb_profile_t  init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILE__INIT;
+    const sp_profile_t        *p = e->p;
+    pb_profile_t              *pr;
+    uint8_t                   *id;
+    size_t                     i;
+
+    pr = sp_arena_alloc(e->a, sizeof(*pr));
+    id = sp_arena_alloc(e->a, SP_TRACE_ID_LEN);
+    if (pr == NULL || id == NULL) {
+        return NULL;
+    }
+    *pr = init;
+    pr->sample_type = value_type(e, "samples", "count");
+    pr->period_type = value_type(e, "cpu", "nanoseconds");
+    if (pr->sample_type == NULL || pr->period_type == NULL) {
+        return NULL;
+    }
+    pr->period = (int64_t) p->period_ns;
+    pr->time_unix_nano = p->start_ns;
+    pr->duration_nano = p->end_ns > p->start_ns ? p->end_ns - p->start_ns : 0;
+    sp_trace_id_generate(id);       /* 16 random bytes, never all zero */
+    pr->profile_id.data = id;
+    pr->profile_id.len = SP_TRACE_ID_LEN;
+
+    pr->samples = sp_arena_alloc(e->a,
+                                 (p->nsamples + 1) * sizeof(pb_sample_t *));
+    if (pr->samples == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < p->nsamples; i++) {
+        pr->samples[i] = sample_to_pb(e, &p->samples[i]);
+        if (pr->samples[i] == NULL) {
+            return NULL;
+        }
+    }
+    pr->n_samples = p->nsamples;
+    return pr;
+}
+
+static pb_request_t *
+build_request(sp_arena_t *a, const sp_profile_t *p)
+{
+    static const pb_request_t            req_init =
+        OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_SERVICE_REQUEST__INIT;
+    static const pb_resource_profiles_t  rp_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__RESOURCE_PROFILES__INIT;
+    static const pb_scope_profiles_t     sp_init =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SCOPE_PROFILES__INIT;
+    pb_request_t            *req;
+    pb_resource_profiles_t  *rp;
+    pb_scope_profiles_t     *sp;
+    enc_t                    e;
+
+    memset(&e, 0, sizeof(e));
+    e.a = a;
+    e.p = p;
+
+    req = sp_arena_alloc(a, sizeof(*req));
+    rp = sp_arena_alloc(a, sizeof(*rp));
+    sp = sp_arena_alloc(a, sizeof(*sp));
+    if (req == NULL || rp == NULL || sp == NULL) {
+        return NULL;
+    }
+    *req = req_init;
+    *rp = rp_init;
+    *sp = sp_init;
+
+    req->dictionary = dict_new(&e);
+    if (req->dictionary == NULL || add_mappings(&e) != 0
+        || add_functions(&e) != 0 || add_locations(&e) != 0)
+    {
+        return NULL;
+    }
+
+    req->resource_profiles = sp_arena_alloc(a, sizeof(*req->resource_profiles));
+    rp->scope_profiles = sp_arena_alloc(a, sizeof(*rp->scope_profiles));
+    sp->profiles = sp_arena_alloc(a, sizeof(*sp->profiles));
+    if (req->resource_profiles == NULL || rp->scope_profiles == NULL
+        || sp->profiles == NULL)
+    {
+        return NULL;
+    }
+    if (p->resource != NULL) {
+        rp->resource = sp_otlp_resource(a, p->resource);
+        if (rp->resource == NULL) {
+            return NULL;
+        }
+    }
+    sp->scope = sp_otlp_scope(a);
+    sp->profiles[0] = profile_new(&e);
+    if (sp->scope == NULL || sp->profiles[0] == NULL) {
+        return NULL;
+    }
+    sp->n_profiles = 1;
+    rp->scope_profiles[0] = sp;
+    rp->n_scope_profiles = 1;
+    req->resource_profiles[0] = rp;
+    req->n_resource_profiles = 1;
+    return req;
+}
+
+int
+sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+{
+    pb_request_t  *req = build_request(a, p);
+    size_t         size;
+
+    if (req == NULL) {
+        return -1;
+    }
+    size = protobuf_c_message_get_packed_size(&req->base);
+    if (sp_buf_reserve(out, size) != 0) {
+        return -1;
+    }
+    out->len += protobuf_c_message_pack(&req->base, out->data + out->len);
+    return 0;
+}

@@ -1,0 +1,33 @@
+#ifndef SP_OTLP_PROFILES_H
+#define SP_OTLP_PROFILES_H
+
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/profile/profile.h"
+
+/* A profile to an OTLP ExportProfilesServiceRequest (opentelemetry-proto
+ * v1.11.0, profiles/v1development), protobuf binary, for
+ * POST /v1development/profiles. Runs on the exporter; the message
+ * tree is built in `a` (the caller resets it after).
+ *
+ * The request holds the ProfilesDictionary (every table with its index-0
+ * zero entry; mapping/location/function i of the profile is table entry
+ * i + 1; each distinct stack once; links and attributes deduplicated), one
+ * ResourceProfiles with p->resource, one ScopeProfiles with scope spanprof
+ * and one Profile: sample_type samples/count, period_type cpu/nanoseconds,
+ * a fresh random profile_id. A sample that ran in a span gets a Link
+ * {trace_id, span_id} and, when known, the attribute "span.name"; a mapping
+ * with a build id gets "process.executable.build_id.gnu".
+ *
+ * Sample values: the spec requires values and timestamps_unix_nano to have
+ * the same length when both are set, so a sample with n timestamps (n <=
+ * count) gets n values of 1 with the overruns (count - n) added to the last;
+ * a sample without timestamps (or with more timestamps than its count) gets
+ * values [count] and no timestamps.
+ *
+ * Appends to out; 0, or -1 on allocation failure or a profile whose indices
+ * are out of range (out is then left as it was). */
+int sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p,
+    sp_buf_t *out);
+
+#endif

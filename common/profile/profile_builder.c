@@ -1,0 +1,529 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/profile/profile_builder.h"
+
+/* An aggregated entry: one stack with one set of labels. */
+typedef struct {
+    uint64_t   hash;
+    uint32_t   frames_off;
+    uint16_t   nframes;
+    uint8_t    has_span;
+    uint8_t    trace_id[SP_TRACE_ID_LEN];
+    uint8_t    span_id[SP_SPAN_ID_LEN];
+    int32_t    name;          /* into names, -1 when none */
+    int64_t    count;
+    uint32_t   nts;
+} entry_t;
+
+typedef struct {
+    uint32_t   entry;
+    uint64_t   ns;
+} stamp_t;
+
+/* Open addressing map from a 64-bit key to an index. */
+typedef struct {
+    uint64_t  *keys;
+    int32_t   *vals;
+    size_t     cap, n;
+} map_t;
+
+struct sp_profile_builder {
+    entry_t     *entries;
+    size_t       nentries, entries_cap;
+    uintptr_t   *frames;
+    size_t       nframes, frames_cap;
+    stamp_t     *stamps;
+    size_t       nstamps, stamps_cap;
+    char       **names;
+    size_t       nnames, names_cap;
+    map_t        by_hash;
+    uint64_t     dropped;
+
+    /* Output of the last build. */
+    sp_profile_sample_t    *samples;
+    int32_t                *locs;
+    uint64_t               *timestamps;
+    sp_profile_location_t  *locations;
+    sp_profile_function_t  *functions;
+    sp_profile_mapping_t   *mappings;
+    size_t                  nlocations, nfunctions, nmappings;
+    size_t                  locations_cap, functions_cap, mappings_cap;
+    map_t                   loc_by_pc, fn_by_key, map_by_start;
+};
+
+
+static int
+grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    size_t  n = *cap ? *cap : 64;
+    void   *q;
+
+    if (need <= *cap) {
+        return 0;
+    }
+    while (n < need) {
+        n *= 2;
+    }
+    q = realloc(*p, n * size);
+    if (q == NULL) {
+        return -1;
+    }
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+}
+
+static int
+map_reserve(map_t *m)
+{
+    size_t     i, cap;
+    uint64_t  *keys;
+    int32_t   *vals;
+
+    if ((m->n + 1) * 2 <= m->cap) {
+        return 0;
+    }
+    cap = m->cap ? m->cap * 2 : 1024;
+    keys = calloc(cap, sizeof(*keys));
+    vals = malloc(cap * sizeof(*vals));
+    if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    for (i = 0; i < cap; i++) {
+        vals[i] = -1;
+    }
+    for (i = 0; i < m->cap; i++) {
+        if (m->vals[i] >= 0) {
+            size_t  j = (size_t) m->keys[i] & (cap - 1);
+
+            while (vals[j] >= 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return 0;
+}
+
+/* The slot for key: its value is >= 0 when present. Colliding keys (a
+ * different entry with the same key) are the caller's to tell apart, by
+ * walking on with map_next. */
+static size_t
+map_find(const map_t *m, uint64_t key)
+{
+    size_t  j = (size_t) key & (m->cap - 1);
+
+    while (m->vals[j] >= 0 && m->keys[j] != key) {
+        j = (j + 1) & (m->cap - 1);
+    }
+    return j;
+}
+
+static size_t
+map_next(const map_t *m, size_t j, uint64_t key)
+{
+    j = (j + 1) & (m->cap - 1);
+    while (m->vals[j] >= 0 && m->keys[j] != key) {
+        j = (j + 1) & (m->cap - 1);
+    }
+    return j;
+}
+
+static void
+map_put(map_t *m, size_t slot, uint64_t key, int32_t val)
+{
+    m->keys[slot] = key;
+    m->vals[slot] = val;
+    m->n++;
+}
+
+static void
+map_clear(map_t *m)
+{
+    size_t  i;
+
+    for (i = 0; i < m->cap; i++) {
+        m->vals[i] = -1;
+    }
+    m->n = 0;
+}
+
+static void
+map_free(map_t *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+
+sp_profile_builder_t *
+sp_profile_builder_new(void)
+{
+    return calloc(1, sizeof(sp_profile_builder_t));
+}
+
+void
+sp_profile_builder_free(sp_profile_builder_t *b)
+{
+    size_t  i;
+
+    if (b == NULL) {
+        return;
+    }
+    for (i = 0; i < b->nnames; i++) {
+        free(b->names[i]);
+    }
+    free(b->names);
+    free(b->entries);
+    free(b->frames);
+    free(b->stamps);
+    free(b->samples);
+    free(b->locs);
+    free(b->timestamps);
+    free(b->locations);
+    free(b->functions);
+    free(b->mappings);
+    map_free(&b->by_hash);
+    map_free(&b->loc_by_pc);
+    map_free(&b->fn_by_key);
+    map_free(&b->map_by_start);
+    free(b);
+}
+
+static int32_t
+intern_name(sp_profile_builder_t *b, const char *name, size_t len)
+{
+    size_t  i;
+
+    for (i = 0; i < b->nnames; i++) {
+        if (strncmp(b->names[i], name, len) == 0 && b->names[i][len] == '\0') {
+            return (int32_t) i;
+        }
+    }
+    /* Span names are few (one per route); bound them all the same. */
+    if (b->nnames == 4096
+        || grow((void **) &b->names, &b->names_cap, b->nnames + 1,
+                sizeof(char *)) != 0)
+    {
+        return -1;
+    }
+    b->names[b->nnames] = strndup(name, len);
+    if (b->names[b->nnames] == NULL) {
+        return -1;
+    }
+    return (int32_t) b->nnames++;
+}
+
+static int
+same_entry(const sp_profile_builder_t *b, const entry_t *e,
+    const sp_raw_sample_t *s, int32_t name)
+{
+    return e->nframes == s->nframes && e->has_span == s->has_ctx
+           && e->name == name
+           && (!e->has_span
+               || (memcmp(e->trace_id, s->trace_id, SP_TRACE_ID_LEN) == 0
+                   && memcmp(e->span_id, s->span_id, SP_SPAN_ID_LEN) == 0))
+           && memcmp(b->frames + e->frames_off, s->frames,
+                     s->nframes * sizeof(uintptr_t)) == 0;
+}
+
+void
+sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
+{
+    uint64_t     h = 0;
+    size_t       i, slot;
+    int32_t      name = -1, idx;
+    entry_t     *e;
+    const char  *n;
+    size_t       nlen;
+
+    if (s->has_ctx) {
+        nlen = sp_thread_ctx_record_span_name(s->attrs, s->attrs_len, &n);
+        if (nlen > 0) {
+            name = intern_name(b, n, nlen);
+        }
+        for (i = 0; i < SP_SPAN_ID_LEN; i++) {
+            h = mix(h, s->span_id[i]);
+        }
+    }
+    for (i = 0; i < s->nframes; i++) {
+        h = mix(h, s->frames[i]);
+    }
+    h = mix(h, (uint64_t) s->nframes << 8 | (uint64_t) (name + 1) << 16);
+
+    if (b->nstamps == SP_PROFILE_MAX_TIMESTAMPS
+        || map_reserve(&b->by_hash) != 0)
+    {
+        b->dropped++;
+        return;
+    }
+
+    slot = map_find(&b->by_hash, h);
+    while (b->by_hash.vals[slot] >= 0) {
+        e = &b->entries[b->by_hash.vals[slot]];
+        if (same_entry(b, e, s, name)) {
+            break;
+        }
+        slot = map_next(&b->by_hash, slot, h);
+    }
+
+    if (b->by_hash.vals[slot] >= 0) {
+        idx = b->by_hash.vals[slot];
+    } else {
+        if (b->nentries == SP_PROFILE_MAX_STACKS
+            || grow((void **) &b->entries, &b->entries_cap, b->nentries + 1,
+                    sizeof(entry_t)) != 0
+            || grow((void **) &b->frames, &b->frames_cap,
+                    b->nframes + s->nframes, sizeof(uintptr_t)) != 0)
+        {
+            b->dropped++;
+            return;
+        }
+        idx = (int32_t) b->nentries++;
+        e = &b->entries[idx];
+        memset(e, 0, sizeof(*e));
+        e->hash = h;
+        e->frames_off = (uint32_t) b->nframes;
+        e->nframes = s->nframes;
+        memcpy(b->frames + b->nframes, s->frames,
+               s->nframes * sizeof(uintptr_t));
+        b->nframes += s->nframes;
+        e->has_span = s->has_ctx;
+        if (s->has_ctx) {
+            memcpy(e->trace_id, s->trace_id, SP_TRACE_ID_LEN);
+            memcpy(e->span_id, s->span_id, SP_SPAN_ID_LEN);
+        }
+        e->name = name;
+        map_put(&b->by_hash, slot, h, idx);
+    }
+
+    if (grow((void **) &b->stamps, &b->stamps_cap, b->nstamps + 1,
+             sizeof(stamp_t)) != 0)
+    {
+        b->dropped++;
+        return;
+    }
+    b->entries[idx].count += s->weight;
+    b->entries[idx].nts++;
+    b->stamps[b->nstamps].entry = (uint32_t) idx;
+    b->stamps[b->nstamps].ns = s->time_ns;
+    b->nstamps++;
+}
+
+size_t
+sp_profile_builder_samples(const sp_profile_builder_t *b)
+{
+    return b->nstamps;
+}
+
+uint64_t
+sp_profile_builder_dropped(const sp_profile_builder_t *b)
+{
+    return b->dropped;
+}
+
+/* The location of one pc: symbolized once per build. */
+static int32_t
+location_of(sp_profile_builder_t *b, sp_symbolizer_t *sym, uint64_t pc)
+{
+    size_t                 slot;
+    sp_symbol_t            s;
+    sp_profile_location_t *loc;
+    uint64_t               key;
+    int32_t                fn = -1, map = -1;
+
+    if (map_reserve(&b->loc_by_pc) != 0
+        || map_reserve(&b->fn_by_key) != 0
+        || map_reserve(&b->map_by_start) != 0)
+    {
+        return -1;
+    }
+    slot = map_find(&b->loc_by_pc, pc);
+    if (b->loc_by_pc.vals[slot] >= 0) {
+        return b->loc_by_pc.vals[slot];
+    }
+
+    sp_symbolize(sym, pc, &s);
+
+    if (s.object != NULL) {
+        size_t  ms = map_find(&b->map_by_start, s.map_start);
+
+        if (b->map_by_start.vals[ms] >= 0) {
+            map = b->map_by_start.vals[ms];
+        } else {
+            if (grow((void **) &b->mappings, &b->mappings_cap,
+                     b->nmappings + 1, sizeof(sp_profile_mapping_t)) != 0)
+            {
+                return -1;
+            }
+            map = (int32_t) b->nmappings++;
+            b->mappings[map].filename = s.object;
+            b->mappings[map].build_id = s.build_id;
+            b->mappings[map].start = s.map_start;
+            b->mappings[map].limit = s.map_limit;
+            b->mappings[map].offset = s.map_offset;
+            map_put(&b->map_by_start, ms, s.map_start, map);
+        }
+    }
+
+    /* A function per name and object; an address outside every symbol
+     * gets one named "lib+0xoffset", so it shows in a flame graph. Names
+     * are interned by the symbolizer: their addresses identify them. */
+    key = mix((uint64_t) (uintptr_t) s.display, (uint64_t) (uintptr_t) s.object);
+    {
+        size_t  fs = map_find(&b->fn_by_key, key);
+
+        while (b->fn_by_key.vals[fs] >= 0
+               && (b->functions[b->fn_by_key.vals[fs]].name != s.display
+                   || b->functions[b->fn_by_key.vals[fs]].filename
+                      != s.object))
+        {
+            fs = map_next(&b->fn_by_key, fs, key);
+        }
+        if (b->fn_by_key.vals[fs] >= 0) {
+            fn = b->fn_by_key.vals[fs];
+        } else {
+            if (grow((void **) &b->functions, &b->functions_cap,
+                     b->nfunctions + 1, sizeof(sp_profile_function_t)) != 0)
+            {
+                return -1;
+            }
+            fn = (int32_t) b->nfunctions++;
+            b->functions[fn].name = s.display;
+            b->functions[fn].filename = s.object;
+            map_put(&b->fn_by_key, fs, key, fn);
+        }
+    }
+
+    if (grow((void **) &b->locations, &b->locations_cap, b->nlocations + 1,
+             sizeof(sp_profile_location_t)) != 0)
+    {
+        return -1;
+    }
+    loc = &b->locations[b->nlocations];
+    loc->address = pc;
+    loc->mapping = map;
+    loc->function = fn;
+    map_put(&b->loc_by_pc, slot, pc, (int32_t) b->nlocations);
+    return (int32_t) b->nlocations++;
+}
+
+int
+sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
+    const sp_resource_t *res, uint64_t start_ns, uint64_t end_ns,
+    uint64_t period_ns, sp_profile_t *p)
+{
+    size_t                i, j, nlocs = 0, off;
+    entry_t              *e;
+    sp_profile_sample_t  *ps;
+    uint32_t             *fill;
+    uint64_t              pc;
+
+    memset(p, 0, sizeof(*p));
+    p->resource = res;
+    p->start_ns = start_ns;
+    p->end_ns = end_ns;
+    p->period_ns = period_ns;
+
+    free(b->samples);
+    free(b->locs);
+    free(b->timestamps);
+    b->samples = calloc(b->nentries ? b->nentries : 1, sizeof(*b->samples));
+    b->locs = malloc((b->nframes ? b->nframes : 1) * sizeof(*b->locs));
+    b->timestamps = malloc((b->nstamps ? b->nstamps : 1)
+                           * sizeof(*b->timestamps));
+    fill = calloc(b->nentries ? b->nentries : 1, sizeof(*fill));
+    if (b->samples == NULL || b->locs == NULL || b->timestamps == NULL
+        || fill == NULL)
+    {
+        free(fill);
+        return -1;
+    }
+    b->nlocations = b->nfunctions = b->nmappings = 0;
+    if (b->loc_by_pc.cap) {
+        map_clear(&b->loc_by_pc);
+        map_clear(&b->fn_by_key);
+        map_clear(&b->map_by_start);
+    }
+
+    off = 0;
+    for (i = 0; i < b->nentries; i++) {
+        e = &b->entries[i];
+        ps = &b->samples[i];
+        ps->stack_off = (uint32_t) nlocs;
+        ps->stack_len = e->nframes;
+        for (j = 0; j < e->nframes; j++) {
+            /* Frames above the leaf are return addresses: the call is the
+             * instruction before. */
+            pc = b->frames[e->frames_off + j];
+            b->locs[nlocs] = location_of(b, sym, j == 0 ? pc : pc - 1);
+            if (b->locs[nlocs++] < 0) {
+                free(fill);
+                return -1;
+            }
+        }
+        ps->count = e->count;
+        ps->ts_off = (uint32_t) off;
+        ps->ts_len = e->nts;
+        off += e->nts;
+        ps->has_span = e->has_span;
+        memcpy(ps->trace_id, e->trace_id, SP_TRACE_ID_LEN);
+        memcpy(ps->span_id, e->span_id, SP_SPAN_ID_LEN);
+        ps->span_name = e->name >= 0 ? b->names[e->name] : NULL;
+    }
+    for (i = 0; i < b->nstamps; i++) {
+        j = b->stamps[i].entry;
+        b->timestamps[b->samples[j].ts_off + fill[j]++] = b->stamps[i].ns;
+    }
+    free(fill);
+
+    p->samples = b->samples;
+    p->nsamples = b->nentries;
+    p->locs = b->locs;
+    p->nlocs = nlocs;
+    p->timestamps = b->timestamps;
+    p->ntimestamps = b->nstamps;
+    p->locations = b->locations;
+    p->nlocations = b->nlocations;
+    p->functions = b->functions;
+    p->nfunctions = b->nfunctions;
+    p->mappings = b->mappings;
+    p->nmappings = b->nmappings;
+    return 0;
+}
+
+void
+sp_profile_builder_reset(sp_profile_builder_t *b)
+{
+    size_t  i;
+
+    b->nentries = 0;
+    b->nframes = 0;
+    b->nstamps = 0;
+    b->dropped = 0;
+    for (i = 0; i < b->nnames; i++) {
+        free(b->names[i]);
+    }
+    b->nnames = 0;
+    if (b->by_hash.cap) {
+        map_clear(&b->by_hash);
+    }
+}

@@ -1,0 +1,49 @@
+#ifndef SP_PROFILE_EXPORT_H
+#define SP_PROFILE_EXPORT_H
+
+#include <stdint.h>
+
+#include "common/export/http_client.h"
+#include "common/base/log.h"
+#include "common/trace/resource.h"
+
+/* The profile half of the exporter: drains the sampler's ring into a
+ * profile builder, and at each interval symbolizes, encodes and sends the
+ * profile (OTLP profiles over HTTP, a pprof file, pprof to Pyroscope). The
+ * sends run on the exporter's HTTP loop; nothing here blocks on the
+ * network. Exporter side only (its thread or the server's event loop). */
+
+typedef struct sp_profile_export sp_profile_export_t;
+
+typedef struct {
+    sp_http_loop_t       *loop;
+    const char           *otlp_url;     /* {base}/v1development/profiles */
+    const sp_http_client_conf_t *otlp_http; /* the collector's settings */
+    const char           *dir;          /* file endpoint directory */
+    const char           *pyroscope_url;
+    const sp_resource_t  *resource;
+    uint64_t              interval_ms;
+    const sp_logger_t    *log;
+} sp_profile_export_conf_t;
+
+sp_profile_export_t *sp_profile_export_new(const sp_profile_export_conf_t *c);
+void sp_profile_export_free(sp_profile_export_t *pe);
+
+/* Moves what the signal handler recorded into the current profile. */
+void sp_profile_export_drain(sp_profile_export_t *pe);
+
+/* Monotonic ns at which the current profile is due. */
+uint64_t sp_profile_export_due(const sp_profile_export_t *pe);
+
+/* Exports the current profile (if it has samples) and starts the next:
+ * writes the file, starts the posts (each bounded by timeout_ms; one still
+ * under way from the last interval makes this one count as failed). */
+void sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms);
+
+/* A post is still under way. */
+int sp_profile_export_busy(const sp_profile_export_t *pe);
+
+void sp_profile_export_stats(const sp_profile_export_t *pe,
+    uint64_t *exported, uint64_t *failed, uint64_t *samples);
+
+#endif

@@ -1,0 +1,195 @@
+#ifndef SP_SPAN_H
+#define SP_SPAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/trace/ids.h"
+#include "common/export/wire.h"
+
+/* A span as the worker builds it: written straight to the protobuf wire
+ * format as it goes, so that what reaches the exporter is already
+ * encoded and batching is a copy. Span attributes are appended to wire[] as
+ * encoded Span.attributes fields; the name, tracestate and status message
+ * wait in text[], and events (rare: one per retried upstream attempt) with
+ * their attributes in events[] and ev_wire[], until sp_span_encode() writes
+ * the whole Span message in field order. No heap allocation: each thread
+ * builds its spans in one sp_span_t (the exporter's per-thread scratch).
+ * What does not fit is dropped and counted (dropped_attributes_count /
+ * dropped_events_count); a string longer than SP_SPAN_MAX_VALUE is
+ * truncated. */
+
+#define SP_SPAN_MAX_ATTRS      40
+#define SP_SPAN_MAX_EVENTS     8
+#define SP_SPAN_MAX_EV_ATTRS   32
+#define SP_SPAN_MAX_VALUE      512
+#define SP_SPAN_WIRE           4096    /* encoded span attributes */
+#define SP_SPAN_EV_WIRE        1024    /* encoded event attributes */
+#define SP_SPAN_TEXT           2048    /* name, tracestate, status, events */
+
+enum { SP_SPAN_KIND_INTERNAL = 1, SP_SPAN_KIND_SERVER = 2,
+       SP_SPAN_KIND_CLIENT = 3 };
+enum { SP_STATUS_UNSET = 0, SP_STATUS_OK = 1, SP_STATUS_ERROR = 2 };
+
+/* Owner of an attribute: the span itself or one of its events. */
+#define SP_OWNER_SPAN  0
+#define SP_OWNER_EVENT(i)  ((i) + 1)
+
+typedef struct {
+    uint64_t  time_ns;
+    uint16_t  name_off;
+    uint16_t  name_len;
+} sp_event_t;
+
+/* An encoded event attribute (Event.attributes field) in ev_wire[]. */
+typedef struct {
+    uint16_t  off;
+    uint16_t  len;
+    uint8_t   owner;
+} sp_event_attr_t;
+
+typedef struct {
+    uint8_t     trace_id[SP_TRACE_ID_LEN];
+    uint8_t     span_id[SP_SPAN_ID_LEN];
+    uint8_t     parent_span_id[SP_SPAN_ID_LEN];
+    uint8_t     has_parent;
+    uint8_t     parent_is_remote;
+    uint8_t     kind;
+    uint8_t     status_code;
+    uint8_t     trace_flags;
+    uint64_t    start_ns;
+    uint64_t    end_ns;
+
+    uint16_t    name_off, name_len;
+    uint16_t    tracestate_off, tracestate_len;
+    uint16_t    status_msg_off, status_msg_len;
+    uint16_t    text_used;
+
+    uint16_t    nattrs;             /* span attributes in wire[] */
+    uint16_t    wire_used;
+    uint16_t    nevents;
+    uint16_t    nev_attrs;
+    uint16_t    ev_wire_used;
+    uint16_t    dropped_attrs;
+    uint16_t    dropped_events;
+    uint16_t    dropped_event_attrs[SP_SPAN_MAX_EVENTS];
+
+    /* Storage, bounded by the counts above (never cleared). */
+    sp_event_t       events[SP_SPAN_MAX_EVENTS];
+    sp_event_attr_t  ev_attrs[SP_SPAN_MAX_EV_ATTRS];
+    char             text[SP_SPAN_TEXT];
+    uint8_t          ev_wire[SP_SPAN_EV_WIRE];
+    uint8_t          wire[SP_SPAN_WIRE];
+} sp_span_t;
+
+/* The encoded Span message: its exact size, and the writer (p has room
+ * for sp_span_encoded_size() bytes; returns the end). */
+size_t sp_span_encoded_size(const sp_span_t *s);
+uint8_t *sp_span_encode(const sp_span_t *s, uint8_t *p);
+
+/* Resets the record and sets its identity; parent may be NULL (root span). */
+void sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
+    const uint8_t span_id[8], const uint8_t *parent_span_id,
+    int parent_is_remote, uint8_t trace_flags, uint64_t start_ns);
+
+void sp_span_set_name(sp_span_t *s, const char *name, size_t len);
+void sp_span_set_tracestate(sp_span_t *s, const char *ts, size_t len);
+void sp_span_set_status(sp_span_t *s, int code, const char *msg, size_t len);
+
+/* Attributes of the span (owner SP_OWNER_SPAN) or of event i
+ * (SP_OWNER_EVENT(i)). Return 0, or -1 when dropped for lack of room. */
+int sp_span_attr_str(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, const char *val, size_t vlen);
+int sp_span_attr_int(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, int64_t val);
+int sp_span_attr_bool(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, int val);
+int sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, double val);
+
+/* The fast path of the two below: a span attribute whose lengths all fit
+ * one-byte varints (nearly every one) is written inline, up to its
+ * AnyValue content; NULL sends the caller to the general path, which also
+ * counts what it drops. */
+static inline uint8_t *
+sp_span_attr_fast(sp_span_t *s, const char *key, size_t klen, size_t any)
+{
+    size_t    total = klen + any + 6;
+    uint8_t  *p;
+
+    if (klen + any > 123 || s->nattrs == SP_SPAN_MAX_ATTRS
+        || total > (size_t) (SP_SPAN_WIRE - s->wire_used))
+    {
+        return NULL;
+    }
+    p = s->wire + s->wire_used;
+    s->wire_used += (uint16_t) total;
+    s->nattrs++;
+    p[0] = SP_TAG(9, SP_WT_LEN);            /* Span.attributes */
+    p[1] = (uint8_t) (klen + any + 4);
+    p[2] = SP_TAG(1, SP_WT_LEN);            /* KeyValue.key */
+    p[3] = (uint8_t) klen;
+    memcpy(p + 4, key, klen);
+    p += 4 + klen;
+    p[0] = SP_TAG(2, SP_WT_LEN);            /* KeyValue.value */
+    p[1] = (uint8_t) any;
+    return p + 2;
+}
+
+/* The same as sp_span_attr_str/int, inline, for a key that is a string
+ * literal: its copy is a few moves of a size known at compile time. */
+static inline int
+sp_span_attr_str_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    uint8_t  *p;
+
+    if (owner == SP_OWNER_SPAN && vlen < 120
+        && (p = sp_span_attr_fast(s, key, klen, vlen + 2)) != NULL)
+    {
+        p[0] = SP_TAG(1, SP_WT_LEN);        /* AnyValue.string_value */
+        p[1] = (uint8_t) vlen;
+        sp_wire_copy(p + 2, val, vlen);
+        return 0;
+    }
+    return sp_span_attr_str(s, owner, key, klen, val, vlen);
+}
+
+static inline int
+sp_span_attr_int_static(sp_span_t *s, unsigned owner, const char *key,
+    size_t klen, int64_t val)
+{
+    uint8_t  *p;
+    size_t    n = sp_wire_vsize((uint64_t) val);
+
+    if (owner == SP_OWNER_SPAN
+        && (p = sp_span_attr_fast(s, key, klen, 1 + n)) != NULL)
+    {
+        p[0] = SP_TAG(3, SP_WT_VARINT);     /* AnyValue.int_value */
+        sp_wire_varint(p + 1, (uint64_t) val);
+        return 0;
+    }
+    return sp_span_attr_int(s, owner, key, klen, val);
+}
+
+/* A span attribute that replaces an earlier one with the same key (the
+ * user's attributes override the module's): the earlier one is cut out of
+ * the encoded attributes. */
+int sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
+    const char *val, size_t vlen);
+
+/* Adds an event; returns its index, or -1 when dropped. */
+int sp_span_add_event(sp_span_t *s, const char *name, size_t len,
+    uint64_t time_ns);
+
+/* Literal-key convenience for the glue: key must be a string literal. */
+#define sp_span_attr_ostr(s, owner, key, val, vlen) \
+    sp_span_attr_str_static(s, owner, "" key, sizeof(key) - 1, val, vlen)
+#define sp_span_attr_oint(s, owner, key, val) \
+    sp_span_attr_int_static(s, owner, "" key, sizeof(key) - 1, val)
+#define sp_span_attr_cstr(s, key, val, vlen) \
+    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, val, vlen)
+#define sp_span_attr_cint(s, key, val) \
+    sp_span_attr_oint(s, SP_OWNER_SPAN, key, val)
+
+#endif

@@ -1,0 +1,117 @@
+#include <stdlib.h>
+
+#include "common/trace/record_ring.h"
+#include "common/trace/span_queue.h"
+#include "common/export/wire.h"
+
+/* The span queue is a record ring whose records are encoded spans. */
+
+struct sp_span_queue {
+    sp_record_ring_t  ring;
+    /* Counted here too: a span refused by sp_span_queue_has_room(). */
+    _Atomic uint64_t  refused;
+};
+
+sp_span_queue_t *
+sp_span_queue_create(size_t spans, int one_thread)
+{
+    sp_span_queue_t  *q = aligned_alloc(64, sizeof(*q));
+
+    if (q == NULL) {
+        return NULL;
+    }
+    atomic_init(&q->refused, 0);
+    if (sp_record_ring_init(&q->ring, spans * SP_SPAN_QUEUE_BYTES_PER_SPAN,
+                            one_thread)
+        != 0)
+    {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void
+sp_span_queue_destroy(sp_span_queue_t *q)
+{
+    if (q != NULL) {
+        sp_record_ring_free(&q->ring);
+        free(q);
+    }
+}
+
+size_t
+sp_span_queue_bytes(const sp_span_queue_t *q)
+{
+    return sp_record_ring_capacity(&q->ring);
+}
+
+int
+sp_span_queue_has_room(sp_span_queue_t *q)
+{
+    if (sp_record_ring_room(&q->ring) >= SP_SPAN_QUEUE_BYTES_PER_SPAN) {
+        return 1;
+    }
+    sp_span_queue_refuse(q);
+    return 0;
+}
+
+void
+sp_span_queue_refuse(sp_span_queue_t *q)
+{
+    /* With the collector down this runs for every request. */
+    if (q->ring.one_thread) {
+        atomic_store_explicit(&q->refused,
+            atomic_load_explicit(&q->refused, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&q->refused, 1, memory_order_relaxed);
+    }
+}
+
+size_t
+sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
+{
+    sp_span_rec_t  *rec;
+    size_t          n = sp_span_encoded_size(span);
+    size_t          len = sp_wire_lsize(n);
+    uint8_t        *p;
+
+    rec = sp_record_ring_reserve(&q->ring, sizeof(*rec) + len);
+    if (rec == NULL) {
+        return 0;
+    }
+    rec->len = (uint32_t) len;
+    p = rec->data;
+    *p++ = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
+    p = sp_wire_varint(p, n);
+    sp_span_encode(span, p);
+    return sp_record_ring_commit(&q->ring, rec);
+}
+
+size_t
+sp_span_queue_peek(sp_span_queue_t *q, const sp_span_rec_t **out,
+    size_t max)
+{
+    return sp_record_ring_peek(&q->ring, (void **) out, max);
+}
+
+void
+sp_span_queue_release(sp_span_queue_t *q, size_t n)
+{
+    sp_record_ring_release(&q->ring, n);
+}
+
+size_t
+sp_span_queue_pending(const sp_span_queue_t *q)
+{
+    return sp_record_ring_pending((sp_record_ring_t *) &q->ring);
+}
+
+uint64_t
+sp_span_queue_dropped(const sp_span_queue_t *q)
+{
+    return sp_record_ring_dropped((sp_record_ring_t *) &q->ring)
+           + atomic_load_explicit(&((sp_span_queue_t *) q)->refused,
+                                  memory_order_relaxed);
+}

@@ -1,0 +1,57 @@
+#ifndef SP_SPAN_QUEUE_H
+#define SP_SPAN_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/trace/span.h"
+
+/* A bounded, preallocated multi-producer / single-consumer queue of span
+ * records: a record ring (record_ring.h) holding each span already encoded.
+ * Producers never block, lock or allocate: a push writes the encoded span
+ * straight into the ring, or drops and counts it when there is no room.
+ * The consumer (the exporter) reads committed spans in order and
+ * releases them. */
+
+/* The bytes a span is budgeted in the queue: a typical encoded server span
+ * (15 attributes, a short URL) takes 350 to 600. */
+#define SP_SPAN_QUEUE_BYTES_PER_SPAN  1024
+
+/* A queued span: the ScopeSpans.spans field (tag, length, Span message),
+ * `len` bytes, ready to be concatenated into an ExportTraceServiceRequest. */
+typedef struct {
+    uint32_t  len;
+    uint8_t   data[];
+} sp_span_rec_t;
+
+typedef struct sp_span_queue sp_span_queue_t;
+
+/* Room for about `spans` spans (bytes rounded up to a power of two); NULL
+ * on allocation failure. one_thread: spans are pushed and taken by one
+ * thread only (see record_ring.h). */
+sp_span_queue_t *sp_span_queue_create(size_t spans, int one_thread);
+void sp_span_queue_destroy(sp_span_queue_t *q);
+size_t sp_span_queue_bytes(const sp_span_queue_t *q);
+
+/* Producer: whether a span of a typical size would fit now (so a caller
+ * can skip building a span that would be dropped). */
+int sp_span_queue_has_room(sp_span_queue_t *q);
+
+/* Counts a span that was not queued for another reason than room. */
+void sp_span_queue_refuse(sp_span_queue_t *q);
+/* Producer: encodes the span into the queue. Returns the number of committed spans
+ * waiting (approximate, at least 1), or 0 when the queue is full (counted
+ * as a drop). */
+size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
+
+/* Consumer: up to max committed spans in order, without removing them;
+ * the next peek continues after them. */
+size_t sp_span_queue_peek(sp_span_queue_t *q, const sp_span_rec_t **out,
+    size_t max);
+/* Consumer: frees the first n spans returned by peek. */
+void sp_span_queue_release(sp_span_queue_t *q, size_t n);
+
+size_t sp_span_queue_pending(const sp_span_queue_t *q);
+uint64_t sp_span_queue_dropped(const sp_span_queue_t *q);
+
+#endif
