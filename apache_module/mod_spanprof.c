@@ -1085,6 +1085,7 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.profiles_interval_ms = sc->profiling_interval_ms != SPANPROF_UNSET
                               ? sc->profiling_interval_ms : 10000;
     ec.pyroscope_url = sc->pyroscope;
+    spanprof_files_child(&ec);
 
     /* The exporter thread (and what it starts) takes no signal: the
      * child's signals are for httpd's own threads (prefork's handlers must
@@ -1135,6 +1136,7 @@ spanprof_register_hooks(apr_pool_t *p)
 
     ap_hook_pre_config(spanprof_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_check_config(spanprof_check_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_open_logs(spanprof_files_open_logs, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
 
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,

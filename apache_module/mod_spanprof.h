@@ -7,6 +7,7 @@
  *   spanprof_span.c       SERVER and CLIENT spans at log_transaction
  *   spanprof_profiling.c  the sampler in each child and the binding of
  *                         requests to the threads' CPU samples
+ *   spanprof_files.c      descriptors the parent opens for the children
  */
 
 #ifndef MOD_SPANPROF_H
@@ -219,6 +220,11 @@ apr_size_t spanprof_default_name(request_rec *r, const char *route,
 const char *spanprof_route(request_rec *r);
 void spanprof_proxy_attempt(request_rec *r, const char *url);
 void spanprof_proxy_done(request_rec *r, int status);
+
+/* spanprof_files.c */
+int spanprof_files_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
+    apr_pool_t *ptemp, server_rec *s);
+void spanprof_files_child(sp_exporter_conf_t *ec);
 
 /* spanprof_profiling.c */
 int spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc);

@@ -37,9 +37,11 @@ case $demo in
 esac
 
 rm -rf "$demo"
-mkdir -p "$demo/out" "$demo/tmp"
-# Workers run as nobody when nginx is started as root.
-chmod 0777 "$demo/out" "$demo/tmp"
+mkdir -p "$demo/tmp"
+# nginx's own temp files are opened by path in the workers (nobody when
+# nginx is started as root). The spans' and profiles' directory, out/, is
+# made by the master for the workers, as nginx makes its temp paths.
+chmod 0777 "$demo/tmp"
 
 cat > "$demo/nginx.conf" <<CONF
 load_module $repo/build/nginx/ngx_http_spanprof_module.so;

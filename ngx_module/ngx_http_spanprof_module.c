@@ -249,7 +249,7 @@ ngx_module_t  ngx_http_spanprof_module = {
     ngx_http_spanprof_commands,            /* module directives */
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
-    NULL,                                  /* init module */
+    ngx_http_spanprof_files_init_module,   /* init module */
     ngx_http_spanprof_init_process,        /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
@@ -578,6 +578,10 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
            != NGX_OK)
     {
         return NGX_CONF_ERROR;
+    }
+
+    if (ngx_strncmp(mcf->endpoint.data, "file://", 7) == 0) {
+        return ngx_http_spanprof_files_conf(cf, mcf);
     }
 
     return NGX_CONF_OK;
@@ -1019,6 +1023,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     sp_resource_t                   res;
     sp_exporter_conf_t              ec;
     sp_exporter_loop_t              loop;
+    sp_file_output_fds_t            files;
     ngx_http_conf_ctx_t            *http;
     ngx_http_spanprof_main_conf_t  *mcf;
 
@@ -1093,6 +1098,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.profiles_interval_ms = mcf->profiling_interval;
     ec.pyroscope_url = mcf->pyroscope.len ? (const char *) mcf->pyroscope.data
                                           : NULL;
+    ngx_http_spanprof_files_worker(mcf, &ec, &files);
 
     ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
 

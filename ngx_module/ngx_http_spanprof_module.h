@@ -7,6 +7,7 @@
  * ngx_http_spanprof_profiling.c  the sampler in each worker and the binding
  *                                of requests to the worker's CPU samples
  * ngx_http_spanprof_exporter.c   the exporter on the worker's event loop
+ * ngx_http_spanprof_files.c      descriptors the master opens for workers
  */
 
 #ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
@@ -58,6 +59,10 @@ typedef struct {
     ngx_msec_t                   timeout;
     ngx_msec_t                   connect_timeout;
     ngx_msec_t                   shutdown_timeout;
+    /* file:// endpoint: its directory (one of the cycle's paths) and
+     * traces.jsonl (one of its open files) */
+    ngx_str_t                    file_dir;
+    ngx_open_file_t             *traces_file;
 
     ngx_str_t                    service_name;
     ngx_array_t                 *resource_attrs; /* of ngx_keyval_t */
@@ -156,6 +161,12 @@ void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
 ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     ngx_http_spanprof_main_conf_t *mcf);
 void ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle);
+
+char *ngx_http_spanprof_files_conf(ngx_conf_t *cf,
+    ngx_http_spanprof_main_conf_t *mcf);
+ngx_int_t ngx_http_spanprof_files_init_module(ngx_cycle_t *cycle);
+void ngx_http_spanprof_files_worker(ngx_http_spanprof_main_conf_t *mcf,
+    sp_exporter_conf_t *ec, sp_file_output_fds_t *files);
 
 void ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle,
     sp_exporter_loop_t *loop);

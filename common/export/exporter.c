@@ -16,6 +16,7 @@
 #include "common/base/buf.h"
 #include "common/base/clock.h"
 #include "common/export/exporter.h"
+#include "common/export/file_output.h"
 #include "common/export/http_client.h"
 #include "common/export/otlp_traces.h"
 #include "common/profile/profile_export.h"
@@ -45,7 +46,8 @@ struct sp_exporter {
     char                *endpoint;
     char                *trusted_certificate;
     char                *url;              /* {endpoint}/v1/traces */
-    char                *file_path;        /* file://: {dir}/traces.jsonl */
+    int                  to_file;          /* file://: {dir}/traces.jsonl */
+    sp_file_output_t     file;
     char                *profiles_url;     /* {endpoint}/v1development/... */
     char                *pyroscope_url;
 
@@ -64,7 +66,6 @@ struct sp_exporter {
     int                  failing;          /* the last post failed */
     int                  profile_flushed;  /* the last one, once stopping */
     int                  finished;
-    int                  file_fd;
     sp_arena_t           arena;
     const sp_span_rec_t **scratch;
     batch_t             *batches;          /* ring of batch_count */
@@ -142,7 +143,7 @@ exporter_free(sp_exporter_t *e)
     free(e->endpoint);
     free(e->trusted_certificate);
     free(e->url);
-    free(e->file_path);
+    sp_file_output_close(&e->file);
     free(e->profiles_url);
     free(e->pyroscope_url);
     sp_span_queue_destroy(e->queue);
@@ -229,7 +230,7 @@ encode_batch(sp_exporter_t *e)
         return 0;
     }
     sp_buf_reset(&b->body);
-    rc = e->file_path != NULL
+    rc = e->to_file
          ? sp_otlp_traces_encode_json(&e->arena, &e->resource, e->scratch, n,
                                       &b->body)
          : sp_otlp_traces_encode(&e->arena, &e->resource, e->scratch, n,
@@ -255,17 +256,11 @@ encode_batch(sp_exporter_t *e)
 static void
 write_file(sp_exporter_t *e, batch_t *b, uint64_t now)
 {
-    ssize_t  n = -1;
+    ssize_t  n;
 
-    if (e->file_fd < 0) {
-        e->file_fd = open(e->file_path, O_WRONLY | O_APPEND | O_CREAT
-                          | O_CLOEXEC, 0644);
-    }
-    if (e->file_fd >= 0) {
-        /* One write() per line: with O_APPEND, lines of several worker
-         * processes do not interleave. */
-        n = write(e->file_fd, b->body.data, b->body.len);
-    }
+    /* One write() per batch of lines: with O_APPEND, lines of several
+     * worker processes do not interleave. */
+    n = sp_file_output_append(&e->file, b->body.data, b->body.len);
     if (n == (ssize_t) b->body.len) {
         atomic_fetch_add(&e->spans_exported, b->nspans);
         atomic_fetch_add(&e->batches_sent, 1);
@@ -273,12 +268,13 @@ write_file(sp_exporter_t *e, batch_t *b, uint64_t now)
         drop_batch(e, b);
         if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
             sp_logf(&e->conf.log, SP_LOG_ERR,
-                    "spanprof: cannot write \"%s\": %s", e->file_path,
-                    strerror(n < 0 ? errno : EIO));
+                    "spanprof: cannot write \"%s/" SP_FILE_OUTPUT_TRACES
+                    "\": %s", e->file.dir, strerror(n < 0 ? errno : EIO));
         }
     }
     pop_batch(e);
 }
+
 
 static int
 retryable(long status)
@@ -297,7 +293,7 @@ send_head(sp_exporter_t *e, uint64_t now)
     sp_http_response_t   failed;
     uint64_t             timeout, deadline;
 
-    if (e->file_path != NULL) {
+    if (e->to_file) {
         write_file(e, b, now);
         return;
     }
@@ -476,7 +472,7 @@ exporter_step(sp_exporter_t *e)
            && !(stopping && now >= deadline))
     {
         send_head(e, now);
-        if (e->file_path == NULL) {
+        if (!e->to_file) {
             break;
         }
     }
@@ -604,7 +600,8 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         return NULL;
     }
     e->wake_fd = -1;
-    e->file_fd = -1;
+    e->file.dir_fd = -1;
+    e->file.traces_fd = -1;
     e->conf = *conf;
     if (conf->loop != NULL) {
         e->driver = *conf->loop;
@@ -682,10 +679,13 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     if (e->endpoint[0] == '\0') {
         /* no span export */
     } else if (strncmp(e->endpoint, "file://", 7) == 0) {
-        e->file_path = concat(e->endpoint + 7, "/traces.jsonl");
-        if (e->file_path == NULL) {
-            goto nomem;
+        if (sp_file_output_open(&e->file, e->endpoint + 7, conf->files, err,
+                                errlen) != 0)
+        {
+            exporter_free(e);
+            return NULL;
         }
+        e->to_file = 1;
     } else {
         n = strlen(e->endpoint);
         /* "http://h:4318/" and "http://h:4318" name the same base. */
@@ -728,7 +728,8 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             .loop = e->loop,
             .otlp_url = e->profiles_url,
             .otlp_http = &client_conf,
-            .dir = e->file_path != NULL ? e->endpoint + 7 : NULL,
+            .file = e->to_file ? &e->file : NULL,
+            .symbol_files = conf->symbol_files,
             .pyroscope_url = e->pyroscope_url,
             .resource = &e->resource,
             .interval_ms = conf->profiles_interval_ms
@@ -909,9 +910,6 @@ sp_exporter_stop(sp_exporter_t *e)
                 (unsigned long long) st.profiles_exported,
                 (unsigned long long) st.profile_samples,
                 (unsigned long long) st.profiles_failed);
-    }
-    if (e->file_fd >= 0) {
-        close(e->file_fd);
     }
     exporter_free(e);
 }

@@ -4,10 +4,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/export/file_output.h"
 #include "common/export/http_loop.h"
 #include "common/base/log.h"
 #include "common/trace/resource.h"
 #include "common/trace/span.h"
+#include "common/profile/symbol_files.h"
 
 /* One exporter per worker process: it drains the span queue, batches,
  * encodes and sends, never blocking on the network. It runs on a thread of
@@ -20,7 +22,9 @@
  * errors (honouring Retry-After) while at most batch_count encoded batches
  * wait (one while the collector keeps failing: the rest stay in the
  * queue); other 4xx/5xx drop the batch with an error line.
- * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl.
+ * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl,
+ * through the descriptors a privileged parent opened (conf.files; see
+ * file_output.h: rotation is followed), else by path.
  *
  * With profiling on (and the sampler started in this process) the thread
  * also drains the sample ring, and every profiles_interval_ms exports the
@@ -58,6 +62,12 @@ typedef struct {
     int                  profiling;
     uint64_t             profiles_interval_ms;
     const char          *pyroscope_url;      /* NULL: none */
+
+    /* Opened by the server's master/parent before workers drop their
+     * privileges (NULL: by path, in this process); both must outlive
+     * the exporter. */
+    const sp_file_output_fds_t *files;       /* the file endpoint's */
+    const sp_symbol_files_t    *symbol_files;/* mapped ELF files */
 } sp_exporter_conf_t;
 
 typedef struct sp_exporter sp_exporter_t;

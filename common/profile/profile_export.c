@@ -48,7 +48,7 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
     }
     pe->conf = *c;
     pe->builder = sp_profile_builder_new();
-    pe->symbolizer = sp_symbolizer_new();
+    pe->symbolizer = sp_symbolizer_new(pe->conf.symbol_files);
     sp_buf_init(&pe->otlp_body);
     sp_buf_init(&pe->body);
     sp_buf_init(&pe->form);
@@ -177,27 +177,20 @@ post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
 static void
 write_pprof_file(sp_profile_export_t *pe)
 {
-    char     path[4096], tmp[4096];
-    int      fd;
-    ssize_t  n = -1;
+    char  name[96], path[4200];
 
-    snprintf(path, sizeof(path), "%s/cpu-%llu-%d.pb.gz", pe->conf.dir,
+    snprintf(name, sizeof(name), "cpu-%llu-%d.pb.gz",
              (unsigned long long) (pe->start_ns / MS), (int) getpid());
-    snprintf(tmp, sizeof(tmp), "%s/.cpu-%d.tmp", pe->conf.dir, (int) getpid());
-
-    /* Written aside and renamed, so a reader never sees half a file. */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        n = write(fd, pe->body.data, pe->body.len);
-        close(fd);
-    }
-    if (n != (ssize_t) pe->body.len || rename(tmp, path) != 0) {
+    if (sp_file_output_write_whole(pe->conf.file, name, pe->body.data,
+                                   pe->body.len) != 0)
+    {
+        snprintf(path, sizeof(path), "%s/%s", pe->conf.file->dir, name);
         fail(pe, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
         return;
     }
     pe->exported++;
 }
+
 
 static void
 send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
@@ -282,10 +275,10 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
                 }
                 sp_arena_reset(&pe->arena);
             }
-            if (pe->conf.dir != NULL || pe->pyroscope != NULL) {
+            if (pe->conf.file != NULL || pe->pyroscope != NULL) {
                 sp_buf_reset(&pe->body);
                 if (sp_pprof_encode(&pe->arena, &p, 1, &pe->body) == 0) {
-                    if (pe->conf.dir != NULL) {
+                    if (pe->conf.file != NULL) {
                         write_pprof_file(pe);
                     }
                     if (pe->pyroscope != NULL) {

@@ -3,9 +3,11 @@
 
 #include <stdint.h>
 
+#include "common/export/file_output.h"
 #include "common/export/http_client.h"
 #include "common/base/log.h"
 #include "common/trace/resource.h"
+#include "common/profile/symbol_files.h"
 
 /* The profile half of the exporter: drains the sampler's ring into a
  * profile builder, and at each interval symbolizes, encodes and sends the
@@ -19,7 +21,8 @@ typedef struct {
     sp_http_loop_t       *loop;
     const char           *otlp_url;     /* {base}/v1development/profiles */
     const sp_http_client_conf_t *otlp_http; /* the collector's settings */
-    const char           *dir;          /* file endpoint directory */
+    const sp_file_output_t *file;       /* file endpoint: cpu-*.pb.gz */
+    const sp_symbol_files_t *symbol_files; /* NULL: by path */
     const char           *pyroscope_url;
     const sp_resource_t  *resource;
     uint64_t              interval_ms;

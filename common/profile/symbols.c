@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/profile/proc_maps.h"
+#include "common/profile/symbol_files.h"
 #include "common/profile/symbols.h"
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -34,7 +36,6 @@
 #define SYM_MAX_BUILD_ID   64           /* bytes of a build id we keep */
 #define SYM_MAX_READ       (256u << 20) /* read() fallback when mmap fails */
 #define SYM_DEBUG_DIR      "/usr/lib/debug/.build-id/"
-#define SYM_DELETED        " (deleted)"
 
 
 typedef struct {
@@ -121,6 +122,7 @@ struct sp_symbolizer {
     size_t         strs_cap;
     sym_block_t   *blocks;
 
+    const sp_symbol_files_t *files;  /* opened before privileges went */
     uint64_t       last_auto_refresh;
     int            auto_refreshed;
     uint64_t       page_size;
@@ -702,20 +704,30 @@ obj_load(sp_symbolizer_t *s, sym_obj_t *o, const sym_map_t *m)
                        m->end - m->start, &o->elf);
 
     } else {
-        /* A deleted file's path may name another file by now; the
-         * map_files link reaches the mapped one (needs privileges). */
-        fd = m->deleted ? -1 : elf_open(o->path);
-        if (fd < 0) {
-            snprintf(path, sizeof(path),
-                     "/proc/self/map_files/%" PRIx64 "-%" PRIx64,
-                     m->start, m->end);
-            fd = elf_open(path);
+        /* The descriptor opened before privileges were dropped reaches
+         * the file whatever the directories above it allow, and is the
+         * mapped file even after the path was deleted or replaced. */
+        fd = sp_symbol_files_fd(s->files, o->path, strlen(o->path),
+                                o->dev_major, o->dev_minor, o->inode);
+        if (fd >= 0) {
+            rc = elf_load_fd(fd, &o->elf);
+
+        } else {
+            /* A deleted file's path may name another file by now; the
+             * map_files link reaches the mapped one (needs privileges). */
+            fd = m->deleted ? -1 : elf_open(o->path);
+            if (fd < 0) {
+                snprintf(path, sizeof(path),
+                         "/proc/self/map_files/%" PRIx64 "-%" PRIx64,
+                         m->start, m->end);
+                fd = elf_open(path);
+            }
+            if (fd < 0) {
+                return;
+            }
+            rc = elf_load_fd(fd, &o->elf);
+            close(fd);
         }
-        if (fd < 0) {
-            return;
-        }
-        rc = elf_load_fd(fd, &o->elf);
-        close(fd);
         if (rc == 0) {
             elf_debug_file(&o->elf);
         }
@@ -969,160 +981,20 @@ cache_insert(sp_symbolizer_t *s, uint64_t pc, const sp_symbol_t *sym)
 }
 
 
-/* ---- /proc/self/maps ------------------------------------------------ */
-
-typedef struct {
-    uint64_t     start;
-    uint64_t     end;
-    uint64_t     offset;
-    uint64_t     inode;
-    unsigned     major;
-    unsigned     minor;
-    int          exec;
-    int          deleted;
-    const char  *path;
-    size_t       len;
-} sym_line_t;
-
-
-static char *
-maps_read(size_t *len)
-{
-    char     *buf, *nbuf;
-    size_t    size, used;
-    ssize_t   r;
-    int       fd;
-
-    fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return NULL;
-    }
-
-    size = 16384;
-    used = 0;
-    buf = malloc(size);
-
-    while (buf != NULL) {
-        if (size - used < 4096) {
-            nbuf = realloc(buf, size * 2);
-            if (nbuf == NULL) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nbuf;
-            size *= 2;
-        }
-        r = read(fd, buf + used, size - used - 1);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r < 0) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        if (r == 0) {
-            buf[used] = '\0';
-            *len = used;
-            break;
-        }
-        used += (size_t) r;
-    }
-
-    close(fd);
-    return buf;
-}
-
-
-/* "start-end perms offset major:minor inode   path"; 0 when the line is
- * a file (or the vdso) worth remembering. */
-static int
-maps_line(char *line, sym_line_t *l)
-{
-    char    perms[8];
-    int     n;
-    size_t  dl;
-
-    n = -1;
-    if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64
-               " %n", &l->start, &l->end, perms, &l->offset, &l->major,
-               &l->minor, &l->inode, &n) < 7 || n < 0)
-    {
-        return -1;
-    }
-
-    l->path = line + n;
-    l->len = strlen(l->path);
-    if (l->len == 0 || l->end <= l->start) {
-        return -1;
-    }
-    if (l->path[0] != '/' && strcmp(l->path, "[vdso]") != 0) {
-        return -1;
-    }
-
-    l->exec = strlen(perms) >= 3 && perms[2] == 'x';
-    dl = sizeof(SYM_DELETED) - 1;
-    l->deleted = l->len > dl
-                 && strcmp(l->path + l->len - dl, SYM_DELETED) == 0;
-    if (l->deleted) {
-        l->len -= dl;
-    }
-    return 0;
-}
-
-
-static int
-maps_same_file(const sym_line_t *a, const sym_line_t *b)
-{
-    return a->inode == b->inode && a->major == b->major
-           && a->minor == b->minor && a->len == b->len
-           && memcmp(a->path, b->path, a->len) == 0;
-}
-
-
 int
 sp_symbolizer_refresh(sp_symbolizer_t *s)
 {
-    sym_line_t  *lines, *nl;
-    sym_map_t   *maps, *m;
-    size_t       len, nlines, cap, nmaps, i, j;
-    char        *buf, *line, *eol;
-    int          vdso;
+    sp_maps_line_t  *lines;
+    sp_proc_maps_t   pm;
+    sym_map_t       *maps, *m;
+    size_t           nlines, nmaps, i, j;
+    int              vdso;
 
-    if (s == NULL) {
+    if (s == NULL || sp_proc_maps_load(&pm) != 0) {
         return -1;
     }
-
-    buf = maps_read(&len);
-    if (buf == NULL) {
-        return -1;
-    }
-
-    lines = NULL;
-    nlines = 0;
-    cap = 0;
-    for (line = buf; line < buf + len; line = eol + 1) {
-        eol = strchr(line, '\n');
-        if (eol == NULL) {
-            eol = buf + len;
-        }
-        *eol = '\0';
-
-        if (nlines == cap) {
-            cap = cap ? cap * 2 : 256;
-            nl = realloc(lines, cap * sizeof(sym_line_t));
-            if (nl == NULL) {
-                free(lines);
-                free(buf);
-                return -1;
-            }
-            lines = nl;
-        }
-        if (maps_line(line, &lines[nlines]) == 0) {
-            nlines++;
-        }
-    }
+    lines = pm.lines;
+    nlines = pm.nlines;
 
     nmaps = 0;
     for (i = 0; i < nlines; i++) {
@@ -1130,8 +1002,7 @@ sp_symbolizer_refresh(sp_symbolizer_t *s)
     }
     maps = calloc(nmaps ? nmaps : 1, sizeof(sym_map_t));
     if (maps == NULL) {
-        free(lines);
-        free(buf);
+        sp_proc_maps_free(&pm);
         return -1;
     }
 
@@ -1149,7 +1020,9 @@ sp_symbolizer_refresh(sp_symbolizer_t *s)
         /* maps is sorted by address and a file's mappings are adjacent:
          * the first of the run is its lowest (for the fallback bias). */
         m->file_low = lines[i].start;
-        for (j = i; j > 0 && maps_same_file(&lines[j - 1], &lines[i]); j--) {
+        for (j = i; j > 0 && sp_maps_same_file(&lines[j - 1], &lines[i]);
+             j--)
+        {
             m->file_low = lines[j - 1].start;
         }
 
@@ -1162,8 +1035,7 @@ sp_symbolizer_refresh(sp_symbolizer_t *s)
         }
     }
 
-    free(lines);
-    free(buf);
+    sp_proc_maps_free(&pm);
 
     qsort(maps, nmaps, sizeof(sym_map_t), map_cmp);
 
@@ -1197,7 +1069,7 @@ sp_symbolizer_refresh(sp_symbolizer_t *s)
 /* ---- public --------------------------------------------------------- */
 
 sp_symbolizer_t *
-sp_symbolizer_new(void)
+sp_symbolizer_new(const sp_symbol_files_t *files)
 {
     sp_symbolizer_t  *s;
     long              pg;
@@ -1208,6 +1080,7 @@ sp_symbolizer_new(void)
     }
     pg = sysconf(_SC_PAGESIZE);
     s->page_size = pg > 0 ? (uint64_t) pg : 4096;
+    s->files = files;
 
     /* A failure here is retried by the first unknown pc. */
     (void) sp_symbolizer_refresh(s);

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/profile/symbol_files.h"
+
 /* Program counters of this process to names, off the signal path (exporter
  * thread). Mappings come from /proc/self/maps (file-backed executable
  * mappings, plus [vdso]); function names from each ELF file's .symtab, or
@@ -29,7 +31,10 @@ typedef struct {
                                   or "0x<pc>" when no mapping holds pc */
 } sp_symbol_t;
 
-sp_symbolizer_t *sp_symbolizer_new(void);
+/* files: the mapped files' descriptors opened by a privileged parent
+ * (symbol_files.h), read before any path; NULL: by path only. The table
+ * must outlive the symbolizer. */
+sp_symbolizer_t *sp_symbolizer_new(const sp_symbol_files_t *files);
 void sp_symbolizer_free(sp_symbolizer_t *s);
 
 /* Re-reads /proc/self/maps (new libraries, unloaded ones); cached names of

@@ -51,7 +51,7 @@ int
 main(void)
 {
     sp_profile_builder_t  *b = sp_profile_builder_new();
-    sp_symbolizer_t       *sym = sp_symbolizer_new();
+    sp_symbolizer_t       *sym = sp_symbolizer_new(NULL);
     sp_resource_t          res;
     sp_profile_t           p;
     sp_raw_sample_t       *s[6];

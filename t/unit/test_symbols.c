@@ -694,7 +694,7 @@ test_dlopen(void)
     ok(copy_file(libm, p1) == 0 && copy_file(libm, p2) == 0,
        "copied %s", libm);
 
-    s = sp_symbolizer_new();
+    s = sp_symbolizer_new(NULL);
 
     h1 = dlopen(p1, RTLD_NOW | RTLD_LOCAL);
     ok(h1 != NULL, "dlopen copy 1: %s", h1 ? "ok" : dlerror());
@@ -755,7 +755,7 @@ symbolize_into(uint64_t pc, child_result_t *r)
     sp_symbol_t       sym;
 
     memset(r, 0, sizeof(*r));
-    s = sp_symbolizer_new();
+    s = sp_symbolizer_new(NULL);
     sp_symbolize(s, pc, &sym);
     r->has_function = sym.function != NULL;
     r->has_object = sym.object != NULL;
@@ -923,7 +923,7 @@ test_based_library(void)
     block = mmap((void *) 0x20000000, 1 << 20, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
-    s = sp_symbolizer_new();
+    s = sp_symbolizer_new(NULL);
     h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     ok(h != NULL, "dlopen based library");
     if (h == NULL) {
@@ -1131,7 +1131,7 @@ main(void)
         sp_test_sink += burners[i](10);
     }
 
-    s = sp_symbolizer_new();
+    s = sp_symbolizer_new(NULL);
     ok(s != NULL, "sp_symbolizer_new");
 
     test_own_functions(s);
