@@ -147,6 +147,16 @@ ngx_http_spanprof_exporter_watch(void *data, int fd, unsigned events)
     }
 
     if (events == 0) {
+        /* As ngx_close_connection: an event of this socket that epoll
+         * reported with the one being handled is still posted, and
+         * ngx_get_connection zeroes it when the slot (and the fd) is
+         * reused, which would cut the posted queue. */
+        if (rev->posted) {
+            ngx_delete_posted_event(rev);
+        }
+        if (wev->posted) {
+            ngx_delete_posted_event(wev);
+        }
         /* libcurl closes the socket itself, after this. */
         ngx_http_spanprof_exporter_conns[i] = NULL;
         ngx_free_connection(c);
