@@ -13,6 +13,7 @@
 #define SP_HTTP_MAX_BODY  (64 * 1024)
 
 struct sp_http_client {
+    sp_http_transfer_t  xfer;      /* first: the loop hands it back */
     sp_http_loop_t     *loop;
     CURL               *curl;
     struct curl_slist  *headers;
@@ -67,6 +68,8 @@ on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
+static void transfer_done(sp_http_transfer_t *t, int curl_result);
+
 sp_http_client_t *
 sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
 {
@@ -119,7 +122,8 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
-    curl_easy_setopt(c->curl, CURLOPT_PRIVATE, c);
+    c->xfer.easy = c->curl;
+    c->xfer.done = transfer_done;
     return c;
 }
 
@@ -130,7 +134,7 @@ sp_http_client_free(sp_http_client_t *c)
         return;
     }
     if (c->done != NULL) {
-        curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
+        sp_http_loop_cancel(c->loop, &c->xfer);
     }
     curl_easy_cleanup(c->curl);
     curl_slist_free_all(c->headers);
@@ -173,9 +177,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
                      (long) (timeout_ms > 0 ? timeout_ms : 1));
 
-    if (curl_multi_add_handle(sp_http_loop_multi(c->loop), c->curl)
-        != CURLM_OK)
-    {
+    if (sp_http_loop_start(c->loop, &c->xfer) != 0) {
         return -1;
     }
     c->done = done;
@@ -189,12 +191,12 @@ sp_http_client_busy(const sp_http_client_t *c)
     return c->done != NULL;
 }
 
-void
-sp_http_client_complete(sp_http_client_t *c, int curl_result)
+static void
+transfer_done(sp_http_transfer_t *t, int curl_result)
 {
-    sp_http_done_fn  done = c->done;
+    sp_http_client_t  *c = (sp_http_client_t *) t;
+    sp_http_done_fn    done = c->done;
 
-    curl_multi_remove_handle(sp_http_loop_multi(c->loop), c->curl);
     c->done = NULL;
     if (curl_result != CURLE_OK) {
         c->resp.status = 0;

@@ -51,9 +51,6 @@ int sp_http_client_post(sp_http_client_t *c, const char *url,
 
 int sp_http_client_busy(const sp_http_client_t *c);
 
-/* For http_loop.c: the transfer ended with this CURLcode. */
-void sp_http_client_complete(sp_http_client_t *c, int curl_result);
-
 /* Parses a Retry-After value (delta-seconds or an HTTP date). */
 uint64_t sp_http_parse_retry_after(const char *v, size_t len, time_t now);
 

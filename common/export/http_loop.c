@@ -4,7 +4,6 @@
 #include <curl/curl.h>
 
 #include "common/base/clock.h"
-#include "common/export/http_client.h"
 #include "common/export/http_loop.h"
 
 #define MS          1000000ull
@@ -127,9 +126,11 @@ sp_http_loop_deadline(const sp_http_loop_t *l)
 void
 sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events)
 {
-    CURLMsg  *msg;
-    int       running, left, mask = 0;
-    void     *client;
+    CURLMsg             *msg;
+    CURL                *easy;
+    CURLcode             result;
+    sp_http_transfer_t  *t;
+    int                  running, left, mask = 0;
 
     if (fd < 0) {
         fd = CURL_SOCKET_TIMEOUT;
@@ -149,11 +150,15 @@ sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events)
         if (msg->msg != CURLMSG_DONE) {
             continue;
         }
-        client = NULL;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &client);
-        if (client != NULL) {
-            /* May start the client's next transfer: msg is not used after. */
-            sp_http_client_complete(client, (int) msg->data.result);
+        easy = msg->easy_handle;
+        result = msg->data.result;
+        t = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+        /* msg is not valid past the removal. */
+        curl_multi_remove_handle(l->multi, easy);
+        if (t != NULL) {
+            /* May start the owner's next transfer. */
+            t->done(t, (int) result);
         }
     }
 }
@@ -211,8 +216,15 @@ sp_http_loop_poll(sp_http_loop_t *l, int extra_fd, uint64_t timeout_ms)
     return woken;
 }
 
-void *
-sp_http_loop_multi(sp_http_loop_t *l)
+int
+sp_http_loop_start(sp_http_loop_t *l, sp_http_transfer_t *t)
 {
-    return l->multi;
+    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
+    return curl_multi_add_handle(l->multi, t->easy) == CURLM_OK ? 0 : -1;
+}
+
+void
+sp_http_loop_cancel(sp_http_loop_t *l, sp_http_transfer_t *t)
+{
+    curl_multi_remove_handle(l->multi, t->easy);
 }

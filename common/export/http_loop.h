@@ -41,7 +41,22 @@ void sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events);
  * 1 when extra_fd became readable. */
 int sp_http_loop_poll(sp_http_loop_t *l, int extra_fd, uint64_t timeout_ms);
 
-/* For http_client.c. */
-void *sp_http_loop_multi(sp_http_loop_t *l);
+/* One transfer: a libcurl easy handle, set up by its owner (http_client.c),
+ * and what to call when it ends. The loop knows nothing else of it, so the
+ * dependency runs one way: client -> loop. */
+typedef struct sp_http_transfer  sp_http_transfer_t;
+
+struct sp_http_transfer {
+    void   *easy;                          /* CURL * */
+    /* From sp_http_loop_io/poll, the handle already out of the loop (done
+     * may start the next transfer); curl_result is a CURLcode. */
+    void  (*done)(sp_http_transfer_t *t, int curl_result);
+};
+
+/* Starts running t; 0, or -1 when libcurl refuses it. */
+int sp_http_loop_start(sp_http_loop_t *l, sp_http_transfer_t *t);
+
+/* Takes back a transfer under way; its done is not called. */
+void sp_http_loop_cancel(sp_http_loop_t *l, sp_http_transfer_t *t);
 
 #endif
