@@ -190,10 +190,12 @@ report_drops(sp_exporter_t *e, uint64_t now, int force)
     e->reported_export_drops = x;
 }
 
-/* The one line for every span dropped since the stop began. */
+/* The one line for every span dropped since the stop began: given up
+ * before the deadline (the next retry was due after it), or at it. */
 static void
 report_stop_drops(sp_exporter_t *e)
 {
+    int       early = e->abandon && sp_mono_ns() < atomic_load(&e->deadline);
     uint64_t  q = sp_span_queue_dropped(e->queue);
     uint64_t  x = atomic_load(&e->spans_dropped_export);
     uint64_t  n = (q - e->reported_queue_drops)
@@ -203,8 +205,8 @@ report_stop_drops(sp_exporter_t *e)
         sp_logf(&e->conf.log, SP_LOG_ERR,
                 "spanprof: dropped %llu spans at shutdown: %s the "
                 "shutdown timeout (%llu ms)", (unsigned long long) n,
-                e->abandon ? "the collector's next retry was due after"
-                           : "not sent within",
+                early ? "the collector's next retry was due after"
+                      : "not sent within",
                 (unsigned long long) e->conf.shutdown_timeout_ms);
     }
     e->reported_queue_drops = q;
