@@ -72,7 +72,7 @@ subtest '503 without Retry-After: exponential backoff with jitter until shutdown
         my $base = 0.25 * 2**$i;
         my $what = sprintf('retry %d after %.3f s, backoff %.3f-%.3f', $i + 1, $g[$i], $base / 2, $base);
         push @early, $what if $g[$i] < $base / 2 - 0.01;
-        push @late, $what if $g[$i] > $base + 0.15;
+        push @late, $what if $g[$i] > $base + 0.4;    # a busy machine is late
     }
     is_deeply \@early, [], 'no retry before its backoff (half of 250, 500, 1000 ms at least)';
     is_deeply \@late, [], 'none much after it';
