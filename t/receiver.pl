@@ -21,6 +21,11 @@
 #                  ExportTraceServiceResponse: Content-Type
 #                  application/x-protobuf, no body)
 #   retry-after:N  503 with "Retry-After: N"
+#   SSS:retry-after:N       status SSS (429, 503 ...) with "Retry-After: N"
+#   [SSS:]retry-after-date:N
+#                  status SSS (default 503) with Retry-After as an HTTP
+#                  date N seconds after the answer (rounded up to the next
+#                  whole second)
 #   partial:N      200 whose body is ExportTraceServiceResponse{
 #                  partial_success{rejected_spans:N,
 #                  error_message:"test rejection"}}
@@ -59,7 +64,7 @@ for my $e (@script, $default) {
 
 sub valid_entry {
     my ($e) = @_;
-    return $e =~ /^(?:[1-5]\d\d|retry-after:\d+|partial:\d+|hang|garbage)$/;
+    return $e =~ /^(?:[1-5]\d\d|(?:[1-5]\d\d:)?retry-after(?:-date)?:\d+|partial:\d+|hang|garbage)$/;
 }
 
 my $state_file = "$dir/.state";
@@ -294,9 +299,19 @@ sub respond {
         $status = $1;
         push @hdr, 'Content-Type: application/x-protobuf' if $status == 200;
     }
-    elsif ($action =~ /^retry-after:(\d+)$/) {
-        $status = 503;
-        push @hdr, "Retry-After: $1";
+    elsif ($action =~ /^(?:(\d{3}):)?retry-after:(\d+)$/) {
+        $status = $1 // 503;
+        push @hdr, "Retry-After: $2";
+    }
+    elsif ($action =~ /^(?:(\d{3}):)?retry-after-date:(\d+)$/) {
+        $status = $1 // 503;
+        # IMF-fixdate (RFC 9110), never before now + N
+        my $at = POSIX::ceil(time) + $2;
+        my @t = gmtime $at;
+        push @hdr, sprintf('Retry-After: %s, %02d %s %d %02d:%02d:%02d GMT',
+            (qw(Sun Mon Tue Wed Thu Fri Sat))[$t[6]], $t[3],
+            (qw(Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec))[$t[4]],
+            $t[5] + 1900, @t[2, 1, 0]);
     }
     elsif ($action =~ /^partial:(\d+)$/) {
         my $msg = 'test rejection';

@@ -15,6 +15,7 @@
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/base/clock.h"
+#include "common/export/backoff.h"
 #include "common/export/exporter.h"
 #include "common/export/file_output.h"
 #include "common/export/http_client.h"
@@ -36,7 +37,6 @@ typedef struct {
     sp_buf_t   body;
     size_t     nspans;
     unsigned   attempts;
-    uint64_t   next_try;       /* monotonic ns */
 } batch_t;
 
 struct sp_exporter {
@@ -64,6 +64,10 @@ struct sp_exporter {
     sp_http_client_t    *http;
     int                  sending;          /* the head batch is being posted */
     int                  failing;          /* the last post failed */
+    uint64_t             retry_at;         /* no post before (mono ns) */
+    sp_backoff_rng_t     rng;              /* the retries' jitter */
+    int                  abandon;          /* stopping: no retry in time */
+    int                  stop_reported;    /* drops before stop logged */
     int                  profile_flushed;  /* the last one, once stopping */
     int                  finished;
     sp_arena_t           arena;
@@ -187,6 +191,29 @@ report_drops(sp_exporter_t *e, uint64_t now, int force)
     e->reported_export_drops = x;
 }
 
+/* The one line for every span dropped since the stop began: given up
+ * before the deadline (the next retry was due after it), or at it. */
+static void
+report_stop_drops(sp_exporter_t *e)
+{
+    int       early = e->abandon && sp_mono_ns() < atomic_load(&e->deadline);
+    uint64_t  q = sp_span_queue_dropped(e->queue);
+    uint64_t  x = atomic_load(&e->spans_dropped_export);
+    uint64_t  n = (q - e->reported_queue_drops)
+                  + (x - e->reported_export_drops);
+
+    if (n > 0) {
+        sp_logf(&e->conf.log, SP_LOG_ERR,
+                "spanprof: dropped %llu spans at shutdown: %s the "
+                "shutdown timeout (%llu ms)", (unsigned long long) n,
+                early ? "the collector's next retry was due after"
+                      : "not sent within",
+                (unsigned long long) e->conf.shutdown_timeout_ms);
+    }
+    e->reported_queue_drops = q;
+    e->reported_export_drops = x;
+}
+
 static void
 drop_batch(sp_exporter_t *e, batch_t *b)
 {
@@ -245,7 +272,6 @@ encode_batch(sp_exporter_t *e)
     }
     b->nspans = n;
     b->attempts = 0;
-    b->next_try = 0;
     e->npending++;
     sp_logf(&e->conf.log, SP_LOG_DEBUG,
             "spanprof: %zu spans encoded, %zu batches pending", n,
@@ -328,12 +354,28 @@ traces_posted(void *ud, const sp_http_response_t *resp)
 {
     sp_exporter_t  *e = ud;
     batch_t        *b = &e->batches[e->head];
-    uint64_t        now = sp_mono_ns(), backoff;
+    uint64_t        now = sp_mono_ns(), delay = 0;
     int64_t         rejected;
+    int             stopping = atomic_load(&e->stopping);
     char            msg[256];
 
     e->sending = 0;
     e->failing = !(resp->status >= 200 && resp->status < 300);
+
+    if (retryable(resp->status)) {
+        /* The collector is failing or asked for a pause: no post, this
+         * batch's retry or the next batch, before the delay is over. */
+        delay = sp_backoff_delay_ms(&e->rng, b->attempts, BACKOFF_INITIAL_MS,
+                                    BACKOFF_MAX_MS, resp->retry_after_ms);
+        e->retry_at = now + delay * MS;
+        if (stopping && e->retry_at >= atomic_load(&e->deadline)) {
+            /* A retry after the flush bound is not made, nor one sent
+             * early: the batch and what waits behind it are dropped and
+             * counted when the flush ends (exporter_finish). */
+            e->abandon = 1;
+            return;
+        }
+    }
 
     if (resp->status >= 200 && resp->status < 300) {
         atomic_fetch_add(&e->batches_sent, 1);
@@ -363,33 +405,27 @@ traces_posted(void *ud, const sp_http_response_t *resp)
         pop_batch(e);
 
     } else if (retryable(resp->status) && b->attempts < MAX_ATTEMPTS) {
-        backoff = (uint64_t) BACKOFF_INITIAL_MS << (b->attempts - 1);
-        if (backoff > BACKOFF_MAX_MS) {
-            backoff = BACKOFF_MAX_MS;
-        }
-        if (resp->retry_after_ms > backoff) {
-            backoff = resp->retry_after_ms;
-        }
-        b->next_try = now + backoff * MS;
         atomic_fetch_add(&e->retries, 1);
         if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
             if (resp->status == 0) {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: export to %s failed: %s; retrying in "
                         "%llu ms", e->url, resp->error,
-                        (unsigned long long) backoff);
+                        (unsigned long long) delay);
             } else {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
                         "spanprof: collector at %s answered %ld; retrying in "
                         "%llu ms", e->url, resp->status,
-                        (unsigned long long) backoff);
+                        (unsigned long long) delay);
             }
         }
 
     } else {
         drop_batch(e, b);
-        if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)
-            || !retryable(resp->status))
+        /* Stopping, a batch given up is in the one line at the end. */
+        if (!(stopping && retryable(resp->status))
+            && (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)
+                || !retryable(resp->status)))
         {
             if (resp->status == 0) {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
@@ -420,6 +456,17 @@ exporter_step(sp_exporter_t *e)
 
     if (sp_http_loop_deadline(e->loop) <= now) {
         sp_http_loop_io(e->loop, -1, 0);
+    }
+
+    if (stopping && !e->stop_reported) {
+        /* Drops from before the stop get their line now: the flush's own
+         * are said once, when it ends. A retry already due past the
+         * deadline is not waited for. */
+        report_drops(e, now, 1);
+        e->stop_reported = 1;
+        if (e->retry_at >= deadline) {
+            e->abandon = 1;
+        }
     }
 
     if (e->profiles != NULL) {
@@ -454,7 +501,7 @@ exporter_step(sp_exporter_t *e)
      * everything in batch_count buffers. */
     do {
         progress = 0;
-        if (e->npending < e->conf.batch_count
+        if (e->npending < e->conf.batch_count && !e->abandon
             && (!e->failing || e->npending == 0)
             && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
                 || now >= e->next_flush || stopping))
@@ -466,10 +513,10 @@ exporter_step(sp_exporter_t *e)
         e->next_flush = now + e->conf.interval_ms * MS;
     }
 
-    /* Files are written at once; a post runs on the loop. */
-    while (e->npending > 0 && !e->sending
-           && (e->batches[e->head].next_try <= now || stopping)
-           && !(stopping && now >= deadline))
+    /* Files are written at once; a post runs on the loop. Backoff and
+     * Retry-After hold while stopping too, within the deadline. */
+    while (e->npending > 0 && !e->sending && !e->abandon
+           && now >= e->retry_at && !(stopping && now >= deadline))
     {
         send_head(e, now);
         if (!e->to_file) {
@@ -477,11 +524,14 @@ exporter_step(sp_exporter_t *e)
         }
     }
 
-    report_drops(e, now, 0);
+    if (!stopping) {
+        report_drops(e, now, 0);
+    }
 
     if (stopping
         && (now >= deadline
-            || (e->npending == 0 && sp_span_queue_pending(e->queue) == 0
+            || ((e->abandon
+                 || (e->npending == 0 && sp_span_queue_pending(e->queue) == 0))
                 && !(e->profiles != NULL
                      && sp_profile_export_busy(e->profiles)))))
     {
@@ -490,8 +540,8 @@ exporter_step(sp_exporter_t *e)
     }
 
     t = stopping ? deadline : e->next_flush;
-    if (e->npending > 0 && !e->sending && e->batches[e->head].next_try < t) {
-        t = e->batches[e->head].next_try;
+    if (e->npending > 0 && !e->sending && !e->abandon && e->retry_at < t) {
+        t = e->retry_at;
     }
     if (e->profiles != NULL && !stopping) {
         if (e->next_drain < t) {
@@ -519,7 +569,7 @@ exporter_finish(sp_exporter_t *e)
     }
     v = sp_span_queue_pending(e->queue);
     atomic_fetch_add(&e->spans_dropped_export, v);
-    report_drops(e, sp_mono_ns(), 1);
+    report_stop_drops(e);
 }
 
 /* Runs the exporter in the calling thread until it is stopped and done. */
@@ -741,6 +791,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         }
     }
 
+    /* Workers that fail together must not retry together. */
+    sp_backoff_seed(&e->rng, sp_mono_ns() ^ ((uint64_t) getpid() << 32)
+                             ^ (uint64_t) (uintptr_t) e);
     e->next_flush = sp_mono_ns() + e->conf.interval_ms * MS;
     e->next_drain = sp_mono_ns() + SAMPLE_DRAIN_MS * MS;
 

@@ -18,10 +18,11 @@
  * blocks, never does I/O and never allocates.
  *
  * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
- * protobuf), retried with exponential backoff on 429/502/503/504 and network
- * errors (honouring Retry-After) while at most batch_count encoded batches
- * wait (one while the collector keeps failing: the rest stay in the
- * queue); other 4xx/5xx drop the batch with an error line.
+ * protobuf), retried with exponential backoff with jitter (backoff.h) on
+ * 429/502/503/504 and network errors, honouring Retry-After (no post before
+ * the wait is over, the next batch's included), while at most batch_count
+ * encoded batches wait (one while the collector keeps failing: the rest
+ * stay in the queue); other 4xx/5xx drop the batch with an error line.
  * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl,
  * through the descriptors a privileged parent opened (conf.files; see
  * file_output.h: rotation is followed), else by path.
@@ -108,7 +109,10 @@ void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
 void sp_exporter_run(sp_exporter_t *e);
 void sp_exporter_io(sp_exporter_t *e, int fd, unsigned events);
 
-/* Flushes what is queued within shutdown_timeout_ms, stops and frees.
+/* Flushes what is queued within shutdown_timeout_ms, the retries keeping
+ * their backoff and Retry-After; a retry due after the bound is not made.
+ * What is left is dropped, counted and logged in one line. Stops and
+ * frees.
  * With conf.loop, the sockets are first handed back (watch(fd, 0)) and the
  * flush runs in the calling thread. */
 void sp_exporter_stop(sp_exporter_t *e);

@@ -43,12 +43,14 @@ on_header(char *p, size_t size, size_t n, void *ud)
     sp_http_client_t  *c = ud;
     size_t             len = size * n, vlen;
     const char        *v;
+    struct timespec    ts;
 
     if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
         v = p + 12;
         vlen = len - 12;
+        clock_gettime(CLOCK_REALTIME, &ts);
         c->resp.retry_after_ms = sp_http_parse_retry_after(v, vlen,
-                                                            time(NULL));
+            (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000);
     } else if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
         v = p + 13;
         vlen = len - 13;
@@ -211,7 +213,7 @@ transfer_done(sp_http_transfer_t *t, int curl_result)
 }
 
 uint64_t
-sp_http_parse_retry_after(const char *v, size_t len, time_t now)
+sp_http_parse_retry_after(const char *v, size_t len, uint64_t now_ms)
 {
     char       buf[64];
     char      *end;
@@ -241,9 +243,12 @@ sp_http_parse_retry_after(const char *v, size_t len, time_t now)
         return (uint64_t) (secs > 3600 ? 3600 : secs) * 1000;
     }
 
+    /* To the millisecond: the retry comes at the date, not up to a
+     * second after it. */
     t = curl_getdate(buf, NULL);
-    if (t < 0 || t <= now) {
+    if (t < 0 || (uint64_t) t * 1000 <= now_ms) {
         return 0;
     }
-    return (uint64_t) (t - now > 3600 ? 3600 : t - now) * 1000;
+    return (uint64_t) t * 1000 - now_ms > 3600000
+           ? 3600000 : (uint64_t) t * 1000 - now_ms;
 }

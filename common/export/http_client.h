@@ -51,7 +51,10 @@ int sp_http_client_post(sp_http_client_t *c, const char *url,
 
 int sp_http_client_busy(const sp_http_client_t *c);
 
-/* Parses a Retry-After value (delta-seconds or an HTTP date). */
-uint64_t sp_http_parse_retry_after(const char *v, size_t len, time_t now);
+/* Parses a Retry-After value, delta-seconds or an HTTP-date (IMF-fixdate,
+ * RFC 850 or asctime), into the ms to wait from now_ms (the wall clock, ms
+ * since the epoch): 0 when invalid, negative or past, at most an hour. */
+uint64_t sp_http_parse_retry_after(const char *v, size_t len,
+    uint64_t now_ms);
 
 #endif

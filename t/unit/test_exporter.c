@@ -1,7 +1,8 @@
 /* The exporter (its own thread, as in Apache) with the collector down: how
- * much it holds while it retries; and the scratch span each request thread
+ * much it holds while it retries; the scratch span each request thread
  * builds its spans in (its own, freed when the thread exits: LeakSanitizer
- * fails this test otherwise). */
+ * fails this test otherwise); the retry delays (exponential backoff with
+ * jitter, Retry-After in seconds or as an HTTP-date). */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +15,9 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "common/export/backoff.h"
 #include "common/export/exporter.h"
+#include "common/export/http_client.h"
 #include "common/trace/resource.h"
 #include "common/trace/span.h"
 #include "common/trace/span_queue.h"
@@ -114,6 +117,104 @@ scratch_per_thread(sp_exporter_t *e, sp_span_t *mine)
     ok(distinct, "each thread's scratch is its own");
 }
 
+/* Retry n waits between half and all of 250 << (n-1) ms (at most 30 s),
+ * drawn anew each time; a longer Retry-After wins. */
+static void
+backoff_delays(void)
+{
+    sp_backoff_rng_t  r, r2;
+    uint64_t          d, lo, hi, base, prev_hi = 0, first[2];
+    unsigned          n, i, distinct, inside, grows = 1;
+    uint64_t          seen[64];
+
+    sp_backoff_seed(&r, 1);
+    for (n = 1; n <= 10; n++) {
+        base = 250ull << (n - 1);
+        base = base > 30000 ? 30000 : base;
+        lo = UINT64_MAX;
+        hi = 0;
+        distinct = 0;
+        inside = 1;
+        for (i = 0; i < 64; i++) {
+            d = sp_backoff_delay_ms(&r, n, 250, 30000, 0);
+            inside &= d >= base / 2 && d <= base;
+            lo = d < lo ? d : lo;
+            hi = d > hi ? d : hi;
+            seen[i] = d;
+        }
+        for (i = 1; i < 64; i++) {
+            distinct += seen[i] != seen[i - 1];
+        }
+        ok(inside, "retry %u: 64 delays within [%llu, %llu] ms (%llu..%llu)",
+           n, (unsigned long long) base / 2, (unsigned long long) base,
+           (unsigned long long) lo, (unsigned long long) hi);
+        ok(distinct >= 48 && hi - lo >= base / 4,
+           "retry %u: jitter: %u of 63 consecutive delays differ, spread "
+           "%llu ms", n, distinct, (unsigned long long) (hi - lo));
+        grows &= lo >= prev_hi / 2 && hi > prev_hi / 2;
+        prev_hi = hi;
+    }
+    ok(grows, "the delays grow exponentially up to the 30 s cap");
+
+    d = sp_backoff_delay_ms(&r, 1, 250, 30000, 5000);
+    ok(d == 5000, "a Retry-After longer than the backoff is waited out "
+       "(%llu ms)", (unsigned long long) d);
+    d = sp_backoff_delay_ms(&r, 5, 250, 30000, 1000);
+    ok(d >= 2000 && d <= 4000, "a shorter one does not cut the backoff "
+       "(%llu ms)", (unsigned long long) d);
+
+    /* Two workers (two seeds) that fail together do not retry together. */
+    sp_backoff_seed(&r, 1000);
+    sp_backoff_seed(&r2, 1001);
+    for (i = 0, distinct = 0; i < 16; i++) {
+        first[0] = sp_backoff_delay_ms(&r, 3, 250, 30000, 0);
+        first[1] = sp_backoff_delay_ms(&r2, 3, 250, 30000, 0);
+        distinct += first[0] != first[1];
+    }
+    ok(distinct >= 12, "two seeds: %u of 16 delays differ", distinct);
+}
+
+static void
+retry_after(void)
+{
+    /* Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example date. */
+    const uint64_t  now = 784111777000ull;
+    struct {
+        const char  *v;
+        uint64_t     ms;
+    } c[] = {
+        { "120", 120000 },
+        { " 3 \r\n", 3000 },
+        { "0", 0 },
+        { "7200", 3600000 },                   /* capped to an hour */
+        { "Sun, 06 Nov 1994 08:49:47 GMT", 10000 },
+        { " Sun, 06 Nov 1994 08:50:37 GMT\r\n", 60000 },
+        { "Sunday, 06-Nov-94 08:49:39 GMT", 2000 },  /* RFC 850 */
+        { "Sun Nov  6 08:49:38 1994", 1000 },        /* asctime */
+        { "Sun, 06 Nov 1994 08:49:37 GMT", 0 },      /* now */
+        { "Sun, 06 Nov 1994 08:49:38 GMT", 1000 },
+        { "Sun, 06 Nov 1994 08:40:00 GMT", 0 },      /* past */
+        { "Mon, 07 Nov 1994 08:49:37 GMT", 3600000 },
+        { "-5", 0 },
+        { "1.5", 0 },
+        { "soon", 0 },
+        { "", 0 },
+    };
+    size_t    i;
+    uint64_t  got;
+
+    for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        got = sp_http_parse_retry_after(c[i].v, strlen(c[i].v), now);
+        ok(got == c[i].ms, "Retry-After case %zu: %llu ms (%llu)", i,
+           (unsigned long long) got, (unsigned long long) c[i].ms);
+    }
+    /* A date is waited for to the millisecond, not from the whole second. */
+    got = sp_http_parse_retry_after("Sun, 06 Nov 1994 08:49:39 GMT", 29,
+                                    now + 250);
+    ok(got == 1750, "an HTTP-date 1.75 s ahead: %llu ms",
+       (unsigned long long) got);
+}
+
 int
 main(void)
 {
@@ -128,6 +229,9 @@ main(void)
     size_t               fits, held, i;
     int                  port = closed_port();
     struct timespec      ms = { 0, 1000000 };
+
+    backoff_delays();
+    retry_after();
 
     ok(port > 0, "a closed port (%d)", port);
 
