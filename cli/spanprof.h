@@ -168,6 +168,9 @@ typedef struct {
     cli_pfile_t    *files;
     size_t          nfiles, cfiles;
     size_t          files_seen;         /* cpu-*.pb.gz in the directory */
+    int64_t         total;              /* sum of all counts: a file that
+                                         * would take it past INT64_MAX is
+                                         * refused */
     cli_keymap_t    func_ids, map_ids, loc_ids;
 } cli_model_t;
 
