@@ -621,7 +621,7 @@ typedef struct {
     cli_keymap_t   kids;            /* parent id -> list */
     int32_t       *head, *tail;     /* per list: first and last k */
     int32_t       *next;            /* per k: next sibling in its list */
-    struct { int32_t k, cursor; }  *stack;
+    int32_t       *stack;           /* per level: its next child, or -1 */
     char          *done;
 } span_tree_t;
 
@@ -660,10 +660,9 @@ add_rows(tree_ctx_t *c, span_tree_t *st, size_t k)
         return;
     }
     add_row(c, st, k, 0);
-    st->stack[sp].k = (int32_t) k;
-    st->stack[sp++].cursor = first_child(st, tree_span(c, k));
+    st->stack[sp++] = first_child(st, tree_span(c, k));
     while (sp > 0) {
-        ch = st->stack[sp - 1].cursor;
+        ch = st->stack[sp - 1];
         while (ch >= 0 && st->done[ch]) {
             ch = st->next[ch];
         }
@@ -671,10 +670,9 @@ add_rows(tree_ctx_t *c, span_tree_t *st, size_t k)
             sp--;
             continue;
         }
-        st->stack[sp - 1].cursor = st->next[ch];
+        st->stack[sp - 1] = st->next[ch];
         add_row(c, st, (size_t) ch, (int) sp);
-        st->stack[sp].k = ch;
-        st->stack[sp++].cursor = first_child(st, tree_span(c, (size_t) ch));
+        st->stack[sp++] = first_child(st, tree_span(c, (size_t) ch));
     }
 }
 
@@ -698,7 +696,7 @@ print_trace(tree_ctx_t *c)
     t.head = xmalloc((tr->n + 1) * sizeof(int32_t));
     t.tail = xmalloc((tr->n + 1) * sizeof(int32_t));
     t.next = xmalloc((tr->n + 1) * sizeof(int32_t));
-    t.stack = xmalloc((tr->n + 1) * sizeof(*t.stack));
+    t.stack = xmalloc((tr->n + 1) * sizeof(int32_t));
     t.done = xcalloc(tr->n + 1, 1);
     for (j = 0; j < tr->n; j++) {
         s = tree_span(c, j);

@@ -130,20 +130,58 @@ write_file("$dir/cpu-${T0}000-1.pb.gz", gzip_bytes(pprof_encode(profile_text(
     samples => [ map { { stack => [2, 1], count => $cnt{$_}, labels => { trace_id => $TR, span_id => $_ } } } sort keys %cnt ],
 ))));
 
-# The expected rows, computed here: roots (no parent among the trace's
-# spans) by start time, each followed by its subtree depth first, children
-# by start time.
-my %kids;
-push @{ $kids{ $_->{parent} } }, $_->{id} for sort { $a->{start} <=> $b->{start} } @spans;
-my %known = map { $_->{id} => 1 } @spans;
-my @expect;
-for my $root (map { $_->{id} } grep { $_->{parent} eq '' || !$known{ $_->{parent} } } sort { $a->{start} <=> $b->{start} } @spans) {
-    my @st = ([$root, 0]);
-    while (my $e = pop @st) {
-        push @expect, $e;
-        push @st, map { [$_, $e->[1] + 1] } reverse @{ $kids{ $e->[0] } || [] };
+# The expected rows ([span index, depth]), computed here: roots (no span of the trace has their
+# parent's id) by start time, each followed by its subtree depth first,
+# children (the spans whose parent is the span's id) by start time; a span
+# is listed once, where first reached; then, by start time, whatever a
+# cycle left, each with what it reaches.
+sub expected_rows {
+    my ($spans) = @_;
+    my @by = sort { $spans->[$a]{start} <=> $spans->[$b]{start} } 0 .. $#$spans;
+    my (%kids, %known, %done, @rows);
+    for my $i (@by) {
+        push @{ $kids{ $spans->[$i]{parent} } }, $i if $spans->[$i]{parent} ne '';
+        $known{ $spans->[$i]{id} } = 1;
     }
+    my $walk = sub {
+        my ($i) = @_;
+        return if $done{$i}++;
+        push @rows, [$i, 0];
+        my @st = ([$i, 0]);
+        while (@st) {
+            my $top = $st[-1];
+            my $list = $kids{ $spans->[ $top->[0] ]{id} } || [];
+            $top->[1]++ while $top->[1] < @$list && $done{ $list->[ $top->[1] ] };
+            if ($top->[1] >= @$list) { pop @st; next }
+            my $c = $list->[ $top->[1]++ ];
+            $done{$c} = 1;
+            push @rows, [$c, scalar @st];
+            push @st, [$c, 0];
+        }
+    };
+    $walk->($_) for grep { $spans->[$_]{parent} eq '' || !$known{ $spans->[$_]{parent} } } @by;
+    $walk->($_) for @by;
+    return @rows;
 }
+
+# The first row of a traces table that is not the expected one, or undef.
+sub rows_mismatch {
+    my ($out, $expect, $cnt) = @_;
+    my @rows = grep { /^  [0-9a-f]{16}  / } split /\n/, $out;
+    return 'rows: ' . scalar(@rows) . ', expected ' . scalar(@$expect) if @rows != @$expect;
+    for my $k (0 .. $#rows) {
+        my ($id, $samples, $name) = $rows[$k] =~ /^  ([0-9a-f]{16})  SERVER +\+[\d.]+ ms +[\d.]+ ms  -      +(\d+)  ( *(?:[A-Za-z][0-9A-Za-z]{0,16})?)/
+            or return "row $k unparsed: $rows[$k]";
+        my ($eid, $edepth, $ename0) = @{ $expect->[$k] };
+        my $indent = 2 * $edepth < 599 ? 2 * $edepth : 599;
+        my $ename = substr((' ' x $indent) . $ename0, 0, 599);
+        return "row $k: got $id, $samples samples, name '$name'; expected $eid '$ename0' at depth $edepth"
+            if $id ne $eid || $samples != ($cnt->{$eid} // 0) || ($indent < 599 && $name ne $ename);
+    }
+    return undef;
+}
+
+my @expect = map { [$spans[$_->[0]]{id}, $_->[1], "s$spans[$_->[0]]{id}"] } expected_rows(\@spans);
 is scalar(@expect), $N, 'the reference walk lists every span once';
 
 $r = run_cli('traces', $dir);
@@ -153,24 +191,7 @@ is $r->{err}, '', 'traces: nothing on stderr';
 my @out = split /\n/, $r->{out};
 like $out[0], qr/^\Q$dir\E: 100000 spans in 1 traces; 10 CPU samples in 1 profile /, 'traces: the header counts';
 like $out[3], qr/^TRACE $TR  \d+\.\d\d ms  \S+  100000 spans  10 CPU samples  service scale$/, 'traces: the trace line';
-my @rows = grep { /^  [0-9a-f]{16}  / } @out;
-is scalar(@rows), $N, 'traces: one row per span';
-my ($bad, $checked) = (undef, 0);
-for my $k (0 .. $#rows) {
-    my ($id, $samples, $name) = $rows[$k] =~ /^  ([0-9a-f]{16})  SERVER +\+[\d.]+ ms +[\d.]+ ms  -      +(\d+)  ( *(?:s[0-9a-f]{0,16})?)/
-        or do { $bad = "row $k unparsed: $rows[$k]"; last };
-    my ($eid, $edepth) = @{ $expect[$k] };
-    my $indent = 2 * $edepth < 599 ? 2 * $edepth : 599;
-    my $ename = (' ' x $indent) . ($indent < 599 ? "s$eid" : '');
-    $ename = substr($ename, 0, 599);
-    if ($id ne $eid || $samples != ($cnt{$eid} // 0) || ($indent < 599 && $name ne $ename)) {
-        $bad = "row $k: got $id, $samples samples, name '$name'; expected $eid at depth $edepth, " . ($cnt{$eid} // 0) . ' samples';
-        last;
-    }
-    $checked++;
-}
-is $bad, undef, 'traces: rows in tree order, each span\'s samples, names indented by depth';
-is $checked, $N, 'traces: every row checked';
+is rows_mismatch($r->{out}, \@expect, \%cnt), undef, 'traces: one row per span, in tree order, each span\'s samples, names indented by depth';
 
 $r = run_cli('flamegraph', $dir, '--trace', substr($TR, 0, 8), '-o', "$tmp/trace.svg");
 is $r->{exit}, 0, 'flamegraph --trace, 100,000 spans: exit 0' or diag $r->{err};
@@ -179,5 +200,33 @@ like $svg, qr{<text id="title"[^>]*>s$R  [\d.]+ ms  \x{c2}\x{b7}  trace $TR</tex
 like $svg, qr{<text id="subtitle"[^>]*>root span $R \(SERVER\) \x{c2}\x{b7} .* 10 CPU samples }, 'flamegraph --trace: subtitle names the root span and the samples';
 my %w = map { $_->{name} => $_->{info} } svg_frames($svg);
 is $w{work}, 'work (10 samples, 100.00%)', 'flamegraph --trace: the trace\'s samples';
+
+# --- cycles, a repeated span id, a span its own parent ------------------------------
+#
+# The same rule on a small trace with every irregular shape (the rows as
+# the CLI listed them before spans were indexed, checked against it).
+
+my $cyc = "$tmp/cycles";
+mkdir $cyc or die;
+my @small;
+my @shape = (['a1', '', 'A'], ['78', 'a2', 'X'], ['a2', 'a1', 'B'], ['79', '78', 'Y'],
+             ['d1', 'a1', 'Done'], ['e1', 'd1', 'E'], ['d1', 'a2', 'Dtwo'],       # d1 twice
+             ['7a', '7b', 'P'], ['7b', '7a', 'Q'],                                # a cycle of two
+             ['7f', '7f', 'Self'], ['f1', '999', 'Orphan'], ['a3', 'e1', 'F']);
+for my $k (0 .. $#shape) {
+    my ($id, $p, $name) = @{ $shape[$k] };
+    push @small, { id => sprintf('%016s', $id) =~ tr/ /0/r, parent => $p eq '' ? '' : sprintf('%016s', $p) =~ tr/ /0/r,
+                   name => $name, start => $T0 * 1e9 + $k * 1000 };
+}
+write_file("$cyc/traces.jsonl", '{"resourceSpans":[{"scopeSpans":[{"spans":[' . join(',', map {
+    sprintf '{"traceId":"%s","spanId":"%s",%s"name":"%s","kind":2,"startTimeUnixNano":"%d","endTimeUnixNano":"%d"}',
+        'ab' x 16, $_->{id}, ($_->{parent} ne '' ? qq("parentSpanId":"$_->{parent}",) : ''), $_->{name}, $_->{start}, $_->{start} + 5000
+} reverse @small) . "]}]}]}\n");
+my @expect_small = map { [$small[$_->[0]]{id}, $_->[1], $small[$_->[0]]{name}] } expected_rows(\@small);
+$r = run_cli('traces', $cyc);
+is $r->{exit}, 0, 'traces, cycles and repeats: exit 0' or diag $r->{err};
+is rows_mismatch($r->{out}, \@expect_small, {}), undef, 'traces, cycles and repeats: every span once, in the same order as before'
+    or diag $r->{out};
+is join(' ', map { $_->[2] } @expect_small), 'A B X Y Dtwo E F Done Orphan P Q Self', 'the reference walk on the small trace';
 
 done_testing();
