@@ -3,7 +3,9 @@
 # 27 minutes: nginx, then bench/run_apache for Apache httpd's event MPM,
 # then bench/amplification; BENCH_DURATION / BENCH_ROUNDS shorten it,
 # BENCH_APACHE=0 and BENCH_AMPLIFICATION=0 leave those out)
-# and rewrites BENCHMARKS.md. `make bench-tools` only builds.
+# and rewrites BENCHMARKS.md, then bench/cli (below). `make bench-tools`
+# only builds. `make bench-cli` runs bench/cli alone (a few minutes): the
+# spanprof CLI on 100k to 1M spans, a section of BENCHMARKS.md of its own.
 # bench/callgrind (run by hand) gives repeatable instruction counts per
 # request under valgrind.
 
@@ -14,7 +16,7 @@ BENCH_CFLAGS := $(CORE_CFLAGS) -O2 -g
 BENCH_TOOLS  := $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench \
                 $(BENCH_BUILD)/receiver
 
-.PHONY: bench bench-tools
+.PHONY: bench bench-tools bench-cli
 
 $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench: $(BENCH_BUILD)/%: bench/%.c $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
 	@mkdir -p $(dir $@)
@@ -28,3 +30,7 @@ bench-tools: $(BENCH_TOOLS)
 
 bench:
 	bench/run
+	$(MAKE) bench-cli
+
+bench-cli: $(CLI_BIN)
+	bench/cli

@@ -498,6 +498,11 @@ if ($amp ne '') {
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 
+# bench/cli's section (the CLI on large inputs) is written by bench/cli
+# alone (make bench-cli, run after this by make bench): kept as it is.
+my ($cli_section) = slurp($out) =~ /(<!-- bench\/cli: begin.*?<!-- bench\/cli: end -->)/s;
+push @md, '', $cli_section if defined $cli_section;
+
 open(my $o, '>', $out) or die "$out: $!";
 print $o join("\n", @md), "\n";
 close $o;

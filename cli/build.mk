@@ -24,10 +24,14 @@ $(CLI_BIN): $(CLI_SRCS) $(CLI_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CLI_CFLAGS) -o $@ $(CLI_SRCS) $(CLI_COMMON) $(CLI_GEN) $(CLI_LIBS)
 
-# C unit tests of the CLI's parts (TAP), with the sanitizers.
+# C unit tests of the CLI's parts (TAP), with the sanitizers; UBSan (with
+# float-to-integer casts, which GCC leaves out of "undefined") ends the
+# test at the first finding, not just prints it: hostile counts and times
+# must not overflow.
 $(CLI_TEST): cli/test_cli.c $(CLI_LIB_SRCS) t/unit/tap.h $(CLI_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -mtls-dialect=%,$(UNIT_CFLAGS)) $(CLI_JANSSON_CFLAGS) \
+	    -fsanitize=float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow \
 	    -It/unit -o $@ cli/test_cli.c $(CLI_LIB_SRCS) $(CLI_COMMON) \
 	    $(CLI_GEN) $(CLI_LIBS)
 

@@ -66,14 +66,27 @@ cli_tree_add_samples(cli_tree_t *t, const cli_model_t *m, const size_t *sel,
     size_t nsel, int side)
 {
     const cli_sample_t  *s;
-    int32_t              node, no_stack = -1;
-    size_t               i, j;
+    int32_t              node, no_stack = -1, cut = -1;
+    size_t               i, j, len;
 
     for (i = 0; i < nsel; i++) {
         s = &m->samples[sel[i]];
         node = 0;
         t->nodes[0].total[side] += s->count;
-        for (j = s->stack_len; j > 0; j--) {
+        len = s->stack_len;
+        if (len > CLI_MAX_STACK_DEPTH) {
+            /* Keep the innermost frames (the ones burning the CPU), as the
+             * module's sampler does; one [truncated] frame stands for the
+             * callers cut off. */
+            if (cut < 0) {
+                cut = cli_strpool_intern(t->names, "[truncated]", 11);
+            }
+            node = child(t, 0, cut);
+            t->nodes[node].total[side] += s->count;
+            len = CLI_MAX_STACK_DEPTH - 1;
+            t->truncated++;
+        }
+        for (j = len; j > 0; j--) {
             node = child(t, node, m->locs[m->stacks[s->stack_off + j - 1]].frame);
             t->nodes[node].total[side] += s->count;
         }
@@ -85,6 +98,17 @@ cli_tree_add_samples(cli_tree_t *t, const cli_model_t *m, const size_t *sel,
             t->nodes[node].total[side] += s->count;
         }
         t->nodes[node].self[side] += s->count;
+    }
+}
+
+void
+cli_tree_warn_truncated(const cli_tree_t *t)
+{
+    if (t->truncated > 0) {
+        cli_warn("%zu sample%s had a stack deeper than %d frames: cut to "
+                 "the innermost %d under a [truncated] frame",
+                 t->truncated, t->truncated == 1 ? "" : "s",
+                 CLI_MAX_STACK_DEPTH, CLI_MAX_STACK_DEPTH - 1);
     }
 }
 
@@ -148,14 +172,21 @@ append_folded_name(sp_buf_t *b, const char *s)
     }
 }
 
+/* Root first, without recursion (a path is as deep as its stack). */
 static void
-folded_path(const cli_tree_t *t, int32_t node, sp_buf_t *b)
+folded_path(const cli_tree_t *t, int32_t node, int32_t *path, sp_buf_t *b)
 {
-    if (t->nodes[node].parent > 0) {
-        folded_path(t, t->nodes[node].parent, b);
-        sp_buf_append_char(b, ';');
+    size_t  n = 0;
+
+    for (; node > 0; node = t->nodes[node].parent) {
+        path[n++] = node;
     }
-    append_folded_name(b, node_name(t, node));
+    while (n > 0) {
+        append_folded_name(b, node_name(t, path[--n]));
+        if (n > 0) {
+            sp_buf_append_char(b, ';');
+        }
+    }
 }
 
 static int
@@ -170,6 +201,7 @@ cli_tree_folded(const cli_tree_t *t, sp_buf_t *out)
     char     **lines = NULL;
     size_t     n = 0, cap = 0, i;
     sp_buf_t   b;
+    int32_t   *path = xmalloc(((size_t) t->max_depth + 1) * sizeof(int32_t));
 
     sp_buf_init(&b);
     for (i = 1; i < t->n; i++) {
@@ -177,7 +209,7 @@ cli_tree_folded(const cli_tree_t *t, sp_buf_t *out)
             continue;
         }
         sp_buf_reset(&b);
-        folded_path(t, (int32_t) i, &b);
+        folded_path(t, (int32_t) i, path, &b);
         sp_buf_appendf(&b, " %lld", (long long) t->nodes[i].self[0]);
         sp_buf_append_char(&b, '\0');
         if (sp_buf_failed(&b)) {
@@ -194,6 +226,7 @@ cli_tree_folded(const cli_tree_t *t, sp_buf_t *out)
         free(lines[i]);
     }
     free(lines);
+    free(path);
     sp_buf_free(&b);
 }
 

@@ -452,15 +452,25 @@ find_span(const data_t *d, const char *trace, const char *span)
 }
 
 /* The trace's root span (no parent among its spans; the earliest such),
- * and the trace's start and end. NULL when none of its spans is known. */
+ * and the trace's start and end. NULL when none of its spans is known.
+ * Two passes over the spans, the trace's span ids in a hash table: a
+ * trace may have any number of spans. */
 static const cli_span_t *
 trace_root(const data_t *d, const char *trace, int64_t *start, int64_t *end)
 {
     const cli_span_t  *s, *root = NULL;
+    cli_keymap_t       ids;
     size_t             i;
 
     *start = INT64_MAX;
     *end = INT64_MIN;
+    cli_keymap_init(&ids, 16);
+    for (i = 0; i < d->spans.n; i++) {
+        s = &d->spans.spans[i];
+        if (strcmp(s->trace_id, trace) == 0) {
+            cli_keymap_put(&ids, s->span_id, 0);
+        }
+    }
     for (i = 0; i < d->spans.n; i++) {
         s = &d->spans.spans[i];
         if (strcmp(s->trace_id, trace) != 0) {
@@ -472,13 +482,13 @@ trace_root(const data_t *d, const char *trace, int64_t *start, int64_t *end)
         if (s->end_ns > *end) {
             *end = s->end_ns;
         }
-        if ((s->parent_id[0] == '\0' || find_span(d, trace, s->parent_id)
-                                         == NULL)
+        if ((s->parent_id[0] == '\0' || cli_keymap_get(&ids, s->parent_id) < 0)
             && (root == NULL || s->start_ns < root->start_ns))
         {
             root = s;
         }
     }
+    cli_keymap_free(&ids);
     return root;
 }
 
@@ -603,26 +613,66 @@ span_samples(const tree_ctx_t *c, const cli_span_t *s)
     return idx >= 0 ? c->counts[idx] : 0;
 }
 
-/* Appends span k (an index into the trace's slice of order[]) and its
- * descendants, children by start time. */
-static void
-add_rows(tree_ctx_t *c, size_t k, int depth, char *done)
-{
-    const cli_span_t  *s = &c->d->spans.spans[c->order[c->tr->first + k]];
-    size_t             j;
+/* The trace's spans as a tree, indexed by span id (a trace may have any
+ * number of spans, and be as deep): children lists in start order, and a
+ * walk with an explicit stack. */
+typedef struct {
+    cli_keymap_t   ids;             /* span id -> k (its first span) */
+    cli_keymap_t   kids;            /* parent id -> list */
+    int32_t       *head, *tail;     /* per list: first and last k */
+    int32_t       *next;            /* per k: next sibling in its list */
+    int32_t       *stack;           /* per level: its next child, or -1 */
+    char          *done;
+} span_tree_t;
 
-    if (done[k]) {
-        return;
-    }
-    done[k] = 1;
+static const cli_span_t *
+tree_span(const tree_ctx_t *c, size_t k)
+{
+    return &c->d->spans.spans[c->order[c->tr->first + k]];
+}
+
+static int32_t
+first_child(const span_tree_t *st, const cli_span_t *s)
+{
+    int32_t  l = cli_keymap_get(&st->kids, s->span_id);
+
+    return l >= 0 ? st->head[l] : -1;
+}
+
+static void
+add_row(tree_ctx_t *c, span_tree_t *st, size_t k, int depth)
+{
+    st->done[k] = 1;
     c->rows[c->nrows] = c->order[c->tr->first + k];
     c->depth[c->nrows++] = depth;
-    for (j = 0; j < c->tr->n; j++) {
-        const cli_span_t  *ch = &c->d->spans.spans[c->order[c->tr->first + j]];
+}
 
-        if (!done[j] && strcmp(ch->parent_id, s->span_id) == 0) {
-            add_rows(c, j, depth + 1, done);
+/* Appends span k (an index into the trace's slice of order[]) and its
+ * descendants, depth first, children by start time; a span already listed
+ * (a cycle, a repeated span id) is not listed again. */
+static void
+add_rows(tree_ctx_t *c, span_tree_t *st, size_t k)
+{
+    size_t   sp = 0;
+    int32_t  ch;
+
+    if (st->done[k]) {
+        return;
+    }
+    add_row(c, st, k, 0);
+    st->stack[sp++] = first_child(st, tree_span(c, k));
+    while (sp > 0) {
+        ch = st->stack[sp - 1];
+        while (ch >= 0 && st->done[ch]) {
+            ch = st->next[ch];
         }
+        if (ch < 0) {
+            sp--;
+            continue;
+        }
+        st->stack[sp - 1] = st->next[ch];
+        add_row(c, st, (size_t) ch, (int) sp);
+        st->stack[sp++] = first_child(st, tree_span(c, (size_t) ch));
     }
 }
 
@@ -632,35 +682,59 @@ print_trace(tree_ctx_t *c)
     const data_t      *d = c->d;
     const trace_t     *tr = c->tr;
     const cli_span_t  *s, *first = &d->spans.spans[c->order[tr->first]];
-    char              *done = xcalloc(tr->n + 1, 1), when[40], dur[40],
-                       st[40], name[600];
-    size_t             j, k;
-    int                wname = 4, wroute = 5, wst = 6;
+    char               when[40], dur[40], st[40], name[600];
+    size_t             j, k, nlists = 0;
+    int                wname = 4, wroute = 5, wst = 6, indent;
     int64_t            listed = 0, n;
     const char        *service = NULL;
+    span_tree_t        t;
+    int32_t            l;
+
+    memset(&t, 0, sizeof(t));
+    cli_keymap_init(&t.ids, 16);
+    cli_keymap_init(&t.kids, 16);
+    t.head = xmalloc((tr->n + 1) * sizeof(int32_t));
+    t.tail = xmalloc((tr->n + 1) * sizeof(int32_t));
+    t.next = xmalloc((tr->n + 1) * sizeof(int32_t));
+    t.stack = xmalloc((tr->n + 1) * sizeof(int32_t));
+    t.done = xcalloc(tr->n + 1, 1);
+    for (j = 0; j < tr->n; j++) {
+        s = tree_span(c, j);
+        cli_keymap_put(&t.ids, s->span_id, (int32_t) j);
+        t.next[j] = -1;
+        if (s->parent_id[0] == '\0') {
+            continue;
+        }
+        l = cli_keymap_put(&t.kids, s->parent_id, (int32_t) nlists);
+        if (l == (int32_t) nlists) {
+            t.head[nlists++] = (int32_t) j;
+        } else {
+            t.next[t.tail[l]] = (int32_t) j;
+        }
+        t.tail[l] = (int32_t) j;
+    }
 
     c->nrows = 0;
     /* Roots first (no parent in the trace), then whatever a cycle left. */
     for (j = 0; j < tr->n; j++) {
-        s = &d->spans.spans[c->order[tr->first + j]];
+        s = tree_span(c, j);
         if (service == NULL && s->service != NULL) {
             service = s->service;
         }
-        for (k = 0; k < tr->n; k++) {
-            if (strcmp(d->spans.spans[c->order[tr->first + k]].span_id,
-                       s->parent_id) == 0)
-            {
-                break;
-            }
-        }
-        if (s->parent_id[0] == '\0' || k == tr->n) {
-            add_rows(c, j, 0, done);
+        if (s->parent_id[0] == '\0' || cli_keymap_get(&t.ids, s->parent_id) < 0) {
+            add_rows(c, &t, j);
         }
     }
     for (j = 0; j < tr->n; j++) {
-        add_rows(c, j, 0, done);
+        add_rows(c, &t, j);
     }
-    free(done);
+    cli_keymap_free(&t.ids);
+    cli_keymap_free(&t.kids);
+    free(t.head);
+    free(t.tail);
+    free(t.next);
+    free(t.stack);
+    free(t.done);
 
     for (j = 0; j < c->nrows; j++) {
         s = &d->spans.spans[c->rows[j]];
@@ -697,7 +771,10 @@ print_trace(tree_ctx_t *c)
                  (double) (s->start_ns - tr->start) / 1e6);
         cli_format_ms(s->end_ns - s->start_ns, dur, sizeof(dur));
         status_text(s, st, sizeof(st));
-        snprintf(name, sizeof(name), "%*s%s", 2 * c->depth[j], "", s->name);
+        /* The name is cut to the buffer anyway: no wider indent. */
+        indent = c->depth[j] < (int) sizeof(name) / 2
+                 ? 2 * c->depth[j] : (int) sizeof(name) - 1;
+        snprintf(name, sizeof(name), "%*s%s", indent, "", s->name);
         printf("  %-16s  %-6s  %10s  %10s  %-*s  %7lld  %-*s  %-*s  %s\n",
                s->span_id, cli_span_kind_name(s->kind), when, dur, wst, st,
                (long long) n, wname, name, wroute, s->route ? s->route : "-",
@@ -1122,6 +1199,7 @@ cmd_flamegraph(args_t *a)
     cli_tree_init(&t, &d.model.strs);
     cli_tree_add_samples(&t, &d.model, s.sel, s.nsel, 0);
     cli_tree_finish(&t);
+    cli_tree_warn_truncated(&t);
     cli_tree_svg(&t, &o, &svg);
     write_output(a, &svg, "an SVG");
     if (out != NULL && strcmp(out, "-") != 0) {
@@ -1151,6 +1229,7 @@ cmd_folded(args_t *a)
     cli_tree_init(&t, &d.model.strs);
     cli_tree_add_samples(&t, &d.model, s.sel, s.nsel, 0);
     cli_tree_finish(&t);
+    cli_tree_warn_truncated(&t);
     sp_buf_init(&b);
     cli_tree_folded(&t, &b);
     if (sp_buf_failed(&b)) {
@@ -1268,6 +1347,7 @@ cmd_diff(args_t *a)
     cli_tree_add_samples(&t, &d.model, csel, nc, 0);
     cli_tree_add_samples(&t, &d.model, bsel, nb, 1);
     cli_tree_finish(&t);
+    cli_tree_warn_truncated(&t);
     cli_tree_svg(&t, &o, &svg);
     write_output(a, &svg, "an SVG");
     if (out != NULL && strcmp(out, "-") != 0) {

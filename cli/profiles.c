@@ -133,6 +133,7 @@ typedef struct {
     cli_keymap_t        locs;       /* pprof location id -> frames[] start */
     int32_t            *frames;     /* model locations per pprof location */
     size_t              nframes, cframes;
+    int64_t             total;      /* m->total with this file's samples */
 } load_t;
 
 __attribute__((format(printf, 2, 3)))
@@ -372,6 +373,14 @@ load_samples(load_t *l, int32_t file)
         if (ps->value[vi] < 0) {
             return invalid(l, "sample %zu has a negative count", i);
         }
+        /* Every sum of counts (per file, trace, span, frame) is at most
+         * the total, so a total that fits int64 keeps them all exact. */
+        if (ps->value[vi] > INT64_MAX - l->total) {
+            return invalid(l, "sample %zu's count %lld takes the total of "
+                           "the samples loaded past %lld", i,
+                           (long long) ps->value[vi], (long long) INT64_MAX);
+        }
+        l->total += ps->value[vi];
         memset(&s, 0, sizeof(s));
         s.count = ps->value[vi];
         s.trace = s.span = s.span_name = -1;
@@ -460,9 +469,18 @@ static int64_t
 name_time(const char *path)
 {
     const char  *base = strrchr(path, '/');
+    long long    ms;
 
     base = base ? base + 1 : path;
-    return strtoll(base + 4, NULL, 10) * 1000000;
+    ms = strtoll(base + 4, NULL, 10);
+    /* Saturated: a name is not a trusted number. */
+    if (ms > INT64_MAX / 1000000) {
+        return INT64_MAX;
+    }
+    if (ms < INT64_MIN / 1000000) {
+        return INT64_MIN;
+    }
+    return ms * 1000000;
 }
 
 static int
@@ -473,6 +491,7 @@ decode(cli_model_t *m, const char *path, const uint8_t *data, size_t len,
     pb_profile_t *pb;
     cli_pfile_t  *pf;
     size_t        n0s = m->nsamples, n0st = m->nstacks;
+    int64_t       dur;
     int           rc = -1;
 
     pb = perftools__profiles__profile__unpack(NULL, len, data);
@@ -486,6 +505,7 @@ decode(cli_model_t *m, const char *path, const uint8_t *data, size_t len,
     l.pb = pb;
     l.err = err;
     l.errlen = errlen;
+    l.total = m->total;
     cli_keymap_init(&l.funcs, 8);
     cli_keymap_init(&l.maps, 8);
     cli_keymap_init(&l.locs, 8);
@@ -494,8 +514,10 @@ decode(cli_model_t *m, const char *path, const uint8_t *data, size_t len,
     memset(pf, 0, sizeof(*pf));
     pf->path = xstrdup(path);
     pf->start_ns = pb->time_nanos > 0 ? pb->time_nanos : name_time(path);
-    pf->end_ns = pf->start_ns + (pb->duration_nanos > 0 ? pb->duration_nanos
-                                                        : 0);
+    /* Saturated at the end of time: both come from the file. */
+    dur = pb->duration_nanos > 0 ? pb->duration_nanos : 0;
+    pf->end_ns = pf->start_ns > INT64_MAX - dur ? INT64_MAX
+                                                : pf->start_ns + dur;
     pf->period = pb->period;
 
     /* Outside the range: known to overlap nothing, skipped whole. */
@@ -512,6 +534,7 @@ decode(cli_model_t *m, const char *path, const uint8_t *data, size_t len,
         && load_locations(&l) == 0
         && load_samples(&l, (int32_t) m->nfiles - 1) == 0)
     {
+        m->total = l.total;
         rc = 0;
     } else {
         /* Interned tables may keep unused entries; samples are undone. */

@@ -168,6 +168,9 @@ typedef struct {
     cli_pfile_t    *files;
     size_t          nfiles, cfiles;
     size_t          files_seen;         /* cpu-*.pb.gz in the directory */
+    int64_t         total;              /* sum of all counts: a file that
+                                         * would take it past INT64_MAX is
+                                         * refused */
     cli_keymap_t    func_ids, map_ids, loc_ids;
 } cli_model_t;
 
@@ -193,6 +196,10 @@ void cli_model_write_pprof(const cli_model_t *m, const size_t *sel,
 
 /* --- flame.c: stacks, folded, SVG ----------------------------------- */
 
+/* Frames drawn per stack at most: a deeper stack keeps its innermost
+ * CLI_MAX_STACK_DEPTH - 1 frames under one "[truncated]" frame. */
+#define CLI_MAX_STACK_DEPTH  4096
+
 typedef struct {
     int32_t     name;               /* string id; -1 for the root */
     int32_t     parent;
@@ -207,6 +214,7 @@ typedef struct {
     size_t          n, cap;
     cli_keymap_t    children;       /* (parent, name) -> node */
     int32_t         max_depth;
+    size_t          truncated;      /* samples whose stack was cut */
 } cli_tree_t;
 
 void cli_tree_init(cli_tree_t *t, cli_strpool_t *names);
@@ -214,6 +222,8 @@ void cli_tree_free(cli_tree_t *t);
 /* Adds the selected samples of m to side 0 (or 1: diff's base). */
 void cli_tree_add_samples(cli_tree_t *t, const cli_model_t *m,
     const size_t *sel, size_t nsel, int side);
+/* One warning line when a stack was cut (nothing otherwise). */
+void cli_tree_warn_truncated(const cli_tree_t *t);
 /* Children sorted by name. Call once, after the last add. */
 void cli_tree_finish(cli_tree_t *t);
 /* "root;...;leaf count" lines, sorted; ';' in names becomes ':'. */

@@ -45,6 +45,12 @@ json_int64(const json_t *v, int64_t *out)
         return 0;
     }
     if (json_is_real(v)) {
+        /* Only a value that int64 holds converts (NaN fails both). */
+        if (!(json_real_value(v) >= -9223372036854775808.0
+              && json_real_value(v) < 9223372036854775808.0))
+        {
+            return -1;
+        }
         *out = (int64_t) json_real_value(v);
         return 0;
     }
@@ -211,7 +217,12 @@ add_span(ctx_t *c, const json_t *j, const char *service)
     if (json_int64(json_object_get(j, "startTimeUnixNano"), &sp.start_ns) != 0
         || json_int64(json_object_get(j, "endTimeUnixNano"), &sp.end_ns) != 0)
     {
-        return "span without startTimeUnixNano/endTimeUnixNano";
+        return "span without a startTimeUnixNano/endTimeUnixNano that int64 holds";
+    }
+    /* OTLP times are unsigned; non-negative ones keep every difference
+     * of two of them (durations, offsets) within int64. */
+    if (sp.start_ns < 0 || sp.end_ns < 0) {
+        return "span with a negative startTimeUnixNano or endTimeUnixNano";
     }
     if (sp.end_ns < sp.start_ns) {
         sp.end_ns = sp.start_ns;

@@ -13,6 +13,7 @@
 #include "common/export/pprof.h"
 #include "common/profile/profile.h"
 #include "cli/spanprof.h"
+#include "pprof/profile.pb-c.h"
 
 #define S  1000000000LL
 
@@ -373,11 +374,142 @@ test_roundtrip(void)
     sp_arena_free(&a);
 }
 
+/* Loads the gzip of len bytes of pprof wire format, written to path (a
+ * temporary file when NULL); 0 or -1 with err set. */
+static int
+load_wire(cli_model_t *m, const char *path, const void *pb, size_t len,
+    char *err, size_t errlen)
+{
+    sp_buf_t  gz;
+    int       rc;
+    FILE     *f;
+
+    sp_buf_init(&gz);
+    sp_gzip_append(pb, len, &gz);
+    if (path == NULL) {
+        path = write_temp(gz.data, gz.len);
+    } else if ((f = fopen(path, "wb")) != NULL) {
+        fwrite(gz.data, 1, gz.len, f);
+        fclose(f);
+    }
+    rc = cli_profile_load_file(m, path, err, errlen);
+    unlink(path);
+    sp_buf_free(&gz);
+    return rc;
+}
+
+/* Hostile numbers in pprof and OTLP/JSON input: sums and products that
+ * would overflow int64 are refused or saturated (UBSan is fatal here). */
+static void
+test_overflow(void)
+{
+    /* sample { value: INT64_MAX }, twice. */
+    static const char  two_max[] =
+        "\x12\x0a\x10\xff\xff\xff\xff\xff\xff\xff\xff\x7f"
+        "\x12\x0a\x10\xff\xff\xff\xff\xff\xff\xff\xff\x7f";
+    /* sample { value: 1 }; time_nanos INT64_MAX - 5, duration_nanos
+     * 1000. */
+    static const char  late[] =
+        "\x12\x02\x10\x01"
+        "\x48\xfa\xff\xff\xff\xff\xff\xff\xff\x7f"
+        "\x50\xe8\x07";
+    cli_model_t    m;
+    sp_profile_t   p;
+    sp_arena_t     a;
+    sp_buf_t       raw;
+    cli_spans_t    spans;
+    Perftools__Profiles__Profile  *pb;
+    char           err[256], dir[64], path[160];
+    FILE          *f;
+
+    cli_model_init(&m);
+    ok(load_wire(&m, NULL, two_max, sizeof(two_max) - 1, err, sizeof(err))
+       != 0 && strstr(err, "past 9223372036854775807") != NULL,
+       "counts that sum past INT64_MAX in one file: %s", err);
+    is_int(m.nsamples, 0, "nothing of that file is kept");
+    ok(load_wire(&m, NULL, two_max, 12, err, sizeof(err)) == 0
+       && m.total == INT64_MAX, "one sample of INT64_MAX loads");
+    ok(load_wire(&m, NULL, late, 4, err, sizeof(err)) != 0
+       && strstr(err, "sample 0's count 1 takes the total") != NULL,
+       "a second file that takes the total past INT64_MAX: %s", err);
+    is_int(m.nsamples, 1, "the first file's sample stays");
+    cli_model_free(&m);
+
+    cli_model_init(&m);
+    ok(load_wire(&m, NULL, late, sizeof(late) - 1, err, sizeof(err)) == 0,
+       "time_nanos + duration_nanos past INT64_MAX loads");
+    ok(m.nfiles == 1 && m.files[0].start_ns == INT64_MAX - 5
+       && m.files[0].end_ns == INT64_MAX, "its end saturates at INT64_MAX");
+    /* No time_nanos: the start comes from the name, milliseconds. */
+    strcpy(dir, "/tmp/spanprof-test-XXXXXX");
+    ok(mkdtemp(dir) != NULL, "temporary directory");
+    snprintf(path, sizeof(path), "%s/cpu-99999999999999999999-1.pb.gz", dir);
+    ok(load_wire(&m, path, late, 4, err, sizeof(err)) == 0
+       && m.files[1].start_ns == INT64_MAX && m.files[1].end_ns == INT64_MAX,
+       "a start from a file name past INT64_MAX ns saturates");
+    cli_model_free(&m);
+
+    /* count * period: a count read from a hostile file, re-encoded. */
+    make_profile(&p);
+    p.samples[0].count = INT64_MAX / 2;
+    sp_arena_init(&a, 0);
+    sp_buf_init(&raw);
+    ok(sp_pprof_encode(&a, &p, 0, &raw) == 0, "encode a huge count");
+    pb = perftools__profiles__profile__unpack(NULL, raw.len, raw.data);
+    ok(pb != NULL && pb->n_sample == 5 && pb->sample[0]->n_value == 2
+       && pb->sample[0]->value[0] == INT64_MAX / 2
+       && pb->sample[0]->value[1] == INT64_MAX
+       && pb->sample[1]->value[1] == 2 * 10000000,
+       "count * period saturates at INT64_MAX (other samples exact)");
+    if (pb != NULL) {
+        perftools__profiles__profile__free_unpacked(pb, NULL);
+    }
+    p.samples[0].count = INT64_MIN / 2;
+    sp_buf_reset(&raw);
+    ok(sp_pprof_encode(&a, &p, 0, &raw) == 0, "encode a huge negative count");
+    pb = perftools__profiles__profile__unpack(NULL, raw.len, raw.data);
+    ok(pb != NULL && pb->sample[0]->value[1] == INT64_MIN,
+       "count * period saturates at INT64_MIN");
+    if (pb != NULL) {
+        perftools__profiles__profile__free_unpacked(pb, NULL);
+    }
+    sp_buf_free(&raw);
+    sp_arena_free(&a);
+
+    /* Span times: negative or beyond int64 (as a JSON real) are refused,
+     * so that end - start never overflows. */
+    snprintf(path, sizeof(path), "%s/traces.jsonl", dir);
+    f = fopen(path, "w");
+    ok(f != NULL, "write traces.jsonl");
+    if (f != NULL) {
+#define SPAN(start, end) \
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":" \
+        "\"0af7651916cd43dd8448eb211c80319c\",\"spanId\":\"b7ad6b7169203331\"," \
+        "\"name\":\"x\",\"startTimeUnixNano\":" start "," \
+        "\"endTimeUnixNano\":" end "}]}]}]}\n"
+        fputs(SPAN("\"-9223372036854775808\"", "\"9223372036854775807\""), f);
+        fputs(SPAN("\"-1\"", "\"5\""), f);
+        fputs(SPAN("1e300", "2e300"), f);
+        fputs(SPAN("\"1795316400000000000\"", "1.7953164e18"), f);
+#undef SPAN
+        fclose(f);
+    }
+    cli_spans_load(&spans, dir);
+    is_int(spans.lines, 4, "4 lines");
+    is_int(spans.bad_lines, 3, "negative and out-of-range times skipped");
+    ok(spans.n == 1 && spans.spans[0].start_ns == 1795316400000000000LL,
+       "the good span loads");
+    cli_spans_free(&spans);
+    unlink(path);
+    rmdir(dir);
+}
+
 int
 main(void)
 {
     test_times();
     test_tables();
     test_roundtrip();
+    test_overflow();
     return done_testing();
 }

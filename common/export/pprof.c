@@ -237,6 +237,19 @@ add_locations(sp_arena_t *a, const sp_profile_t *p, pb_profile_t *pr)
     return 0;
 }
 
+/* count * period in ns, saturated: the CLI re-encodes counts read from
+ * files it does not trust. */
+static int64_t
+sample_ns(int64_t count, uint64_t period)
+{
+    int64_t  per = period > INT64_MAX ? INT64_MAX : (int64_t) period, v;
+
+    if (__builtin_mul_overflow(count, per, &v)) {
+        return count < 0 ? INT64_MIN : INT64_MAX;
+    }
+    return v;
+}
+
 static pb_sample_t *
 sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
     const sp_profile_sample_t *ps)
@@ -269,7 +282,7 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
     }
     s->n_location_id = ps->stack_len;
     s->value[0] = ps->count;
-    s->value[1] = ps->count * (int64_t) p->period_ns;
+    s->value[1] = sample_ns(ps->count, p->period_ns);
     s->n_value = 2;
 
     if (ps->has_span) {

@@ -11,7 +11,8 @@
  * after).
  *
  * sample_type [samples/count, cpu/nanoseconds], values [count,
- * count * period_ns]; period_type cpu/nanoseconds, period = period_ns;
+ * count * period_ns (saturated)]; period_type cpu/nanoseconds, period =
+ * period_ns;
  * time_nanos/duration_nanos from the profile's interval. Mapping, location
  * and function ids are the profile's table indices + 1. Samples that ran in
  * a span carry the string labels "trace_id" (32 hex), "span_id" (16 hex)
