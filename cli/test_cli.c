@@ -57,6 +57,18 @@ test_times(void)
     ok(cli_parse_time("-5x", now, &t, &err) != 0, "unknown unit refused");
     ok(cli_parse_time("-", now, &t, &err) != 0, "lone sign refused");
     ok(cli_parse_time("12.", now, &t, &err) != 0, "empty fraction refused");
+    /* Past 2262 a time does not fit int64 nanoseconds (found by make fuzz:
+     * signed overflow, a wrapped time accepted). */
+    ok(cli_parse_time("17995318812.5", now, &t, &err) != 0,
+       "unix seconds past 2262 refused");
+    ok(cli_parse_time("9223372035.999999999", now, &t, &err) == 0
+       && t == INT64_C(9223372035999999999), "the last unix second taken");
+    ok(cli_parse_time("9999-12-31T23:59:59Z", now, &t, &err) != 0,
+       "RFC 3339 past 2262 refused");
+    ok(cli_parse_time("+106751d", now, &t, &err) != 0,
+       "relative time past 2262 refused");
+    ok(cli_parse_time("-106751d", -now, &t, &err) != 0,
+       "relative time before 1678 refused");
 
     ok(cli_parse_range("1795316400..1795316460", now, &from, &to, &err) == 0
        && from == 1795316400 * S && to == 1795316460 * S, "range of seconds");

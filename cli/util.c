@@ -397,6 +397,9 @@ parse_rfc3339(const char *s, int64_t *out)
     if (tm.tm_mday != d) {          /* 2026-02-30 */
         return -1;
     }
+    if ((int64_t) t - off > INT64_MAX / 1000000000 - 1) {   /* past 2262 */
+        return -1;
+    }
     *out = ((int64_t) t - off) * 1000000000 + frac;
     return 0;
 }
@@ -444,6 +447,9 @@ parse_relative(const char *s, int64_t now, int64_t *out)
         }
         total += n * unit;
     }
+    if (sign > 0 ? now > INT64_MAX - total : now < INT64_MIN + total) {
+        return -1;
+    }
     *out = now + sign * total;
     return 0;
 }
@@ -475,7 +481,9 @@ cli_parse_time(const char *s, int64_t now_ns, int64_t *out, const char **err)
         }
         sec = sec * 10 + (*p - '0');
     }
-    if (p == s || fraction(&p, &frac) != 0 || *p != '\0') {
+    if (p == s || fraction(&p, &frac) != 0 || *p != '\0'
+        || sec > INT64_MAX / 1000000000 - 1)    /* past 2262 in ns */
+    {
         return -1;
     }
     *out = sec * 1000000000 + frac;
