@@ -68,6 +68,7 @@ unit: $(UNIT_BINS)
 -include apache_module/build.mk
 -include cli/build.mk
 -include bench/build.mk
+-include sanitize.mk
 
 all: $(ALL)
 

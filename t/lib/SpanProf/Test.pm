@@ -48,6 +48,14 @@ in the repository).
 
 nginx binary (default F</usr/sbin/nginx>).
 
+=item SPANPROF_SERVER_PRELOAD
+
+Set as C<LD_PRELOAD> for the servers only: every nginx (and apache2, see
+SpanProf::Apache) the harness runs, to start, test, reload or stop them, and
+for no other program (perl, protoc, curl). C<make test-sanitize> puts
+Debian's libasan and libubsan there, for the modules built with the
+sanitizers.
+
 =item SPANPROF_REQUIRE_MODULE=1
 
 need_module() fails (BAIL_OUT) instead of skipping when the module is missing.
@@ -453,7 +461,8 @@ sub _spew {
 }
 
 # Runs a command without a shell: (exit code, stdout, stderr). stdin from a
-# file when given. A time limit (default 60 s) kills it.
+# file when given. A time limit (default 60 s) kills it. With server => 1
+# (nginx itself) the command gets SPANPROF_SERVER_PRELOAD as LD_PRELOAD.
 sub _run {
     my ($cmd, %o) = @_;
     my $dir = tempdir('spanprof-run-XXXXXX', TMPDIR => 1, CLEANUP => 0);
@@ -464,6 +473,8 @@ sub _run {
         open(STDIN, '<', $o{stdin} // '/dev/null') or POSIX::_exit(126);
         open(STDOUT, '>', $out) or POSIX::_exit(126);
         open(STDERR, '>', $err) or POSIX::_exit(126);
+        $ENV{LD_PRELOAD} = $ENV{SPANPROF_SERVER_PRELOAD}
+            if $o{server} && $ENV{SPANPROF_SERVER_PRELOAD};
         { no warnings q(exec); exec { $cmd->[0] } @$cmd; }
         POSIX::_exit(127);
     }
@@ -620,7 +631,7 @@ sub start_nginx {
     my $self = _new_nginx(%o);
     my $p = $self->{prefix};
     $LIVE{"$self"} = $self;
-    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"]);
+    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
     if ($rc != 0) {
         my $log = $self->error_log_tail(30);
         $self->{failed_start} = 1;
@@ -652,7 +663,7 @@ sub nginx_t {
     my ($conf, %o) = @_;
     my $self = _new_nginx(%o, conf => $conf);
     my $p = $self->{prefix};
-    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"]);
+    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
     my @r = ($rc, $out . $err, $self->{conf_path}, $self->{conf_text});
     remove_tree($p) unless $ENV{SPANPROF_KEEP};
     return @r;
@@ -1496,7 +1507,7 @@ sub reload {
     my %old = map { $_ => 1 } $self->worker_pids;
     my $p = $self->{prefix};
     my ($rc, $out, $err) = SpanProf::Test::_run([$NGINX, '-p', "$p/", '-c', $self->{conf_path},
-        '-e', "$p/error.log", '-s', 'reload']);
+        '-e', "$p/error.log", '-s', 'reload'], server => 1);
     die "nginx -s reload failed (exit $rc): $out$err\n" if $rc != 0;
     my @new;
     my $ok = SpanProf::Test::wait_until($o{timeout} // 10, sub {
