@@ -93,17 +93,22 @@ SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
 # pool alive, apache2 unloads modules on graceful restarts, so their
 # leaks' stacks are unsymbolizable), every report would be noise; the
 # common/ code's leaks are checked by the unit tests under LeakSanitizer.
-# Reports go to files (the servers' stderr is /dev/null or an error log),
-# one per process: asan.PID / ubsan.PID; any file fails the run. One bad
-# code path usually reports once per worker it kills (hundreds of files
-# then), so the first three are printed in full and the SUMMARY lines of
-# all of them counted.
+# ASan writes its reports to files, asan.PID (log_path), one per process.
+# UBSan cannot: with libasan first in the process, libasan's exported
+# __sanitizer_set_report_path takes libubsan's call, so UBSan prints to
+# stderr, which for both servers is their error log; the harness saves the
+# sanitizer lines of every server's error log when it stops it
+# (SPANPROF_SANITIZER_LOGS), as errlog.*. Any file in the directory fails
+# the run. One bad code path usually reports once per worker it kills
+# (hundreds of files then), so the first three are printed in full and the
+# SUMMARY and "runtime error" lines of all of them counted.
 SAN_ENV = SPANPROF_REQUIRE_MODULE=1 \
           SPANPROF_NGX_MODULE=$(abspath $(SAN_NGX_MODULE)) \
           SPANPROF_APACHE_MODULE=$(abspath $(SAN_AP_MODULE)) \
           SPANPROF_SERVER_PRELOAD='$(SAN_LIBASAN) $(SAN_LIBUBSAN)' \
+          SPANPROF_SANITIZER_LOGS=$(abspath $(SAN_REPORTS)) \
           ASAN_OPTIONS=log_path=$(abspath $(SAN_REPORTS))/asan:detect_leaks=0 \
-          UBSAN_OPTIONS=log_path=$(abspath $(SAN_REPORTS))/ubsan:print_stacktrace=1:halt_on_error=1
+          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 test-sanitize: sanitize nginx apache
 	@test -n '$(SAN_LIBASAN)' -a -n '$(SAN_LIBUBSAN)' \
@@ -118,7 +123,7 @@ test-sanitize: sanitize nginx apache
 	        echo "=== sanitizer report $$f"; cat "$$f"; \
 	    done; \
 	    echo "=== SUMMARY lines of all $$(echo "$$reports" | wc -l) reports (count, line):"; \
-	    cat $$reports | grep -h '^SUMMARY' | sort | uniq -c | sort -rn; \
+	    cat $$reports | grep -h '^SUMMARY\|runtime error:' | sort | uniq -c | sort -rn; \
 	    echo "test-sanitize: FAILED, $$(echo "$$reports" | wc -l) sanitizer report(s) in $(SAN_REPORTS)" >&2; \
 	    exit 1; \
 	fi; \

@@ -598,6 +598,7 @@ sub stop {
         }
     }
     my $took = time - $t0;
+    SpanProf::Test::save_sanitizer_lines($self->error_log, "apache-$self->{mpm}");
     my $tb = SpanProf::Apache::_builder();
     if (!$tb->is_passing || $self->{failed_start}) {
         $tb->diag("apache ($self->{mpm}) error log tail:\n" . $self->error_log_tail(30));

@@ -56,6 +56,12 @@ for no other program (perl, protoc, curl). C<make test-sanitize> puts
 Debian's libasan and libubsan there, for the modules built with the
 sanitizers.
 
+=item SPANPROF_SANITIZER_LOGS
+
+A directory: when a server is stopped, the sanitizer lines of its error log
+(UBSan's reports, which reach the servers' stderr) are saved there by
+save_sanitizer_lines(). Used by C<make test-sanitize>.
+
 =item SPANPROF_REQUIRE_MODULE=1
 
 need_module() fails (BAIL_OUT) instead of skipping when the module is missing.
@@ -323,6 +329,13 @@ $n random lowercase hex characters, not all zero.
 tests, C<return 200 "tp=$http_traceparent ts=$http_tracestate\n">; empty
 list when the body has another form.
 
+=item save_sanitizer_lines($error_log_text, $tag)
+
+Under SPANPROF_SANITIZER_LOGS, writes the lines of the text that a
+sanitizer printed (C<runtime error:>, C<...Sanitizer...>, stack frames) to a
+new file in that directory; returns how many. Both harnesses call it when
+they stop a server.
+
 =item wait_until($timeout, sub { ... })
 
 Polls the sub every 50 ms until it returns true or the time is up; returns
@@ -356,7 +369,7 @@ our @EXPORT = qw(
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
-    rand_hex parse_echo
+    rand_hex parse_echo save_sanitizer_lines
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -458,6 +471,22 @@ sub _spew {
     binmode $fh;
     print $fh $data;
     close $fh or die "$f: $!";
+}
+
+# Under SPANPROF_SANITIZER_LOGS=DIR: the sanitizer lines of a server's error
+# log (its stderr), saved as DIR/errlog.<tag>.<test pid>.<n>. UBSan writes
+# there, not to UBSAN_OPTIONS' log_path: when libasan is loaded first, its
+# exported __sanitizer_set_report_path takes libubsan's call, so the path
+# is set for ASan only. Returns the number of lines saved.
+my $SANITIZER_LOG_NO = 0;
+sub save_sanitizer_lines {
+    my ($text, $tag) = @_;
+    my $dir = $ENV{SPANPROF_SANITIZER_LOGS} or return 0;
+    my @l = grep { /runtime error:|Sanitizer|^\s+#\d+ 0x[0-9a-f]+ / } split /\n/, $text // '';
+    return 0 unless @l;
+    my $f = sprintf '%s/errlog.%s.%d.%d', $dir, $tag, $$, ++$SANITIZER_LOG_NO;
+    _spew($f, join("\n", @l) . "\n");
+    return scalar @l;
 }
 
 # Runs a command without a shell: (exit code, stdout, stderr). stdin from a
@@ -1548,6 +1577,7 @@ sub stop {
             kill 'KILL', $w if _alive($w);
         }
     }
+    SpanProf::Test::save_sanitizer_lines($self->error_log, 'nginx');
     if (SpanProf::Test::_failing() || $self->{failed_start}) {
         SpanProf::Test::_builder()->diag("nginx error.log tail ($self->{prefix}):\n"
             . $self->error_log_tail(40)) unless $self->{failed_start};
