@@ -88,11 +88,13 @@ SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
 # ASAN_OPTIONS and UBSAN_OPTIONS are read only by a sanitized process's
 # runtime, so they may reach every program the tests start; LD_PRELOAD goes
 # only to nginx and apache2 (SPANPROF_SERVER_PRELOAD, see the harness).
-# detect_leaks=0: neither server frees its configuration pools, modules or
-# worker structures before exit (nginx's workers exit() with the cycle's
-# pool alive, apache2 unloads modules on graceful restarts, so their
-# leaks' stacks are unsymbolizable), every report would be noise; the
-# common/ code's leaks are checked by the unit tests under LeakSanitizer.
+# detect_leaks=0: both servers leak their own memory at exit, so
+# LeakSanitizer would only report them. Seen: nginx's master and its
+# `nginx -s reload` / `nginx -t` processes exit with the cycle's ngx_alloc()
+# blocks alive (and LeakSanitizer's exit code 23 then fails the reload);
+# apache2 leaks pcre2 patterns and APR allocators, and in its children,
+# not dumpable after setuid, LeakSanitizer cannot run at all ("fatal
+# error"). common/ is leak-checked by the unit tests.
 # ASan writes its reports to files, asan.PID (log_path), one per process.
 # UBSan cannot: with libasan first in the process, libasan's exported
 # __sanitizer_set_report_path takes libubsan's call, so UBSan prints to
