@@ -69,6 +69,7 @@ unit: $(UNIT_BINS)
 -include cli/build.mk
 -include bench/build.mk
 -include fuzz/build.mk
+-include sanitize.mk
 
 all: $(ALL)
 

@@ -40,6 +40,11 @@ SPANPROF_KEEP=1 keeps every directory.
 F<build/apache/mod_spanprof.so> (or SPANPROF_APACHE_MODULE) and the test-only
 F<build/apache/mod_spanprof_burn.so>.
 
+=item SPANPROF_SERVER_PRELOAD
+
+Becomes C<LD_PRELOAD> for every apache2 the harness runs (start, C<-t>,
+C<-k graceful>, C<-k stop>), as for nginx in SpanProf::Test.
+
 =item need_apache_module()
 
 Call before planning: skip_all when apache2 or the module is missing
@@ -174,6 +179,8 @@ sub _spew {
 }
 
 # (exit code, stdout + stderr) of a command, without APACHE_* variables.
+# It is always apache2: SPANPROF_SERVER_PRELOAD (see SpanProf::Test) is its
+# LD_PRELOAD.
 sub _run {
     my ($cmd, %o) = @_;
     my $dir = tempdir('spanprof-aprun-XXXXXX', TMPDIR => 1, CLEANUP => 0);
@@ -181,6 +188,7 @@ sub _run {
     die "fork: $!" unless defined $pid;
     if ($pid == 0) {
         delete $ENV{$_} for grep { /^APACHE_/ } keys %ENV;
+        $ENV{LD_PRELOAD} = $ENV{SPANPROF_SERVER_PRELOAD} if $ENV{SPANPROF_SERVER_PRELOAD};
         open(STDIN, '<', '/dev/null');
         open(STDOUT, '>', "$dir/out") or POSIX::_exit(126);
         open(STDERR, '>&', \*STDOUT) or POSIX::_exit(126);
@@ -590,6 +598,7 @@ sub stop {
         }
     }
     my $took = time - $t0;
+    SpanProf::Test::save_sanitizer_lines($self->error_log, "apache-$self->{mpm}");
     my $tb = SpanProf::Apache::_builder();
     if (!$tb->is_passing || $self->{failed_start}) {
         $tb->diag("apache ($self->{mpm}) error log tail:\n" . $self->error_log_tail(30));

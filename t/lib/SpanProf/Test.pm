@@ -48,6 +48,20 @@ in the repository).
 
 nginx binary (default F</usr/sbin/nginx>).
 
+=item SPANPROF_SERVER_PRELOAD
+
+Set as C<LD_PRELOAD> for the servers only: every nginx (and apache2, see
+SpanProf::Apache) the harness runs, to start, test, reload or stop them, and
+for no other program (perl, protoc, curl). C<make test-sanitize> puts
+Debian's libasan and libubsan there, for the modules built with the
+sanitizers.
+
+=item SPANPROF_SANITIZER_LOGS
+
+A directory: when a server is stopped, the sanitizer lines of its error log
+(UBSan's reports, which reach the servers' stderr) are saved there by
+save_sanitizer_lines(). Used by C<make test-sanitize>.
+
 =item SPANPROF_REQUIRE_MODULE=1
 
 need_module() fails (BAIL_OUT) instead of skipping when the module is missing.
@@ -315,6 +329,13 @@ $n random lowercase hex characters, not all zero.
 tests, C<return 200 "tp=$http_traceparent ts=$http_tracestate\n">; empty
 list when the body has another form.
 
+=item save_sanitizer_lines($error_log_text, $tag)
+
+Under SPANPROF_SANITIZER_LOGS, writes the lines of the text that a
+sanitizer printed (C<runtime error:>, C<...Sanitizer...>, stack frames) to a
+new file in that directory; returns how many. Both harnesses call it when
+they stop a server.
+
 =item wait_until($timeout, sub { ... })
 
 Polls the sub every 50 ms until it returns true or the time is up; returns
@@ -348,7 +369,7 @@ our @EXPORT = qw(
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
-    rand_hex parse_echo
+    rand_hex parse_echo save_sanitizer_lines
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -452,8 +473,25 @@ sub _spew {
     close $fh or die "$f: $!";
 }
 
+# Under SPANPROF_SANITIZER_LOGS=DIR: the sanitizer lines of a server's error
+# log (its stderr), saved as DIR/errlog.<tag>.<test pid>.<n>. UBSan writes
+# there, not to UBSAN_OPTIONS' log_path: when libasan is loaded first, its
+# exported __sanitizer_set_report_path takes libubsan's call, so the path
+# is set for ASan only. Returns the number of lines saved.
+my $SANITIZER_LOG_NO = 0;
+sub save_sanitizer_lines {
+    my ($text, $tag) = @_;
+    my $dir = $ENV{SPANPROF_SANITIZER_LOGS} or return 0;
+    my @l = grep { /runtime error:|Sanitizer|^\s+#\d+ 0x[0-9a-f]+ / } split /\n/, $text // '';
+    return 0 unless @l;
+    my $f = sprintf '%s/errlog.%s.%d.%d', $dir, $tag, $$, ++$SANITIZER_LOG_NO;
+    _spew($f, join("\n", @l) . "\n");
+    return scalar @l;
+}
+
 # Runs a command without a shell: (exit code, stdout, stderr). stdin from a
-# file when given. A time limit (default 60 s) kills it.
+# file when given. A time limit (default 60 s) kills it. With server => 1
+# (nginx itself) the command gets SPANPROF_SERVER_PRELOAD as LD_PRELOAD.
 sub _run {
     my ($cmd, %o) = @_;
     my $dir = tempdir('spanprof-run-XXXXXX', TMPDIR => 1, CLEANUP => 0);
@@ -464,6 +502,8 @@ sub _run {
         open(STDIN, '<', $o{stdin} // '/dev/null') or POSIX::_exit(126);
         open(STDOUT, '>', $out) or POSIX::_exit(126);
         open(STDERR, '>', $err) or POSIX::_exit(126);
+        $ENV{LD_PRELOAD} = $ENV{SPANPROF_SERVER_PRELOAD}
+            if $o{server} && $ENV{SPANPROF_SERVER_PRELOAD};
         { no warnings q(exec); exec { $cmd->[0] } @$cmd; }
         POSIX::_exit(127);
     }
@@ -620,7 +660,7 @@ sub start_nginx {
     my $self = _new_nginx(%o);
     my $p = $self->{prefix};
     $LIVE{"$self"} = $self;
-    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"]);
+    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
     if ($rc != 0) {
         my $log = $self->error_log_tail(30);
         $self->{failed_start} = 1;
@@ -652,7 +692,7 @@ sub nginx_t {
     my ($conf, %o) = @_;
     my $self = _new_nginx(%o, conf => $conf);
     my $p = $self->{prefix};
-    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"]);
+    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
     my @r = ($rc, $out . $err, $self->{conf_path}, $self->{conf_text});
     remove_tree($p) unless $ENV{SPANPROF_KEEP};
     return @r;
@@ -1496,7 +1536,7 @@ sub reload {
     my %old = map { $_ => 1 } $self->worker_pids;
     my $p = $self->{prefix};
     my ($rc, $out, $err) = SpanProf::Test::_run([$NGINX, '-p', "$p/", '-c', $self->{conf_path},
-        '-e', "$p/error.log", '-s', 'reload']);
+        '-e', "$p/error.log", '-s', 'reload'], server => 1);
     die "nginx -s reload failed (exit $rc): $out$err\n" if $rc != 0;
     my @new;
     my $ok = SpanProf::Test::wait_until($o{timeout} // 10, sub {
@@ -1537,6 +1577,7 @@ sub stop {
             kill 'KILL', $w if _alive($w);
         }
     }
+    SpanProf::Test::save_sanitizer_lines($self->error_log, 'nginx');
     if (SpanProf::Test::_failing() || $self->{failed_start}) {
         SpanProf::Test::_builder()->diag("nginx error.log tail ($self->{prefix}):\n"
             . $self->error_log_tail(40)) unless $self->{failed_start};
