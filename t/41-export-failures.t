@@ -119,6 +119,23 @@ subtest 'partial success: rejected count logged' => sub {
     healthy($ngx, \@w);
 };
 
+subtest 'partial success rejecting more spans than were sent' => sub {
+    my $recv = start_receiver(script => 'partial:1000');
+    my $ngx  = start_nginx(receiver => $recv, conf => conf());
+    my @w = $ngx->worker_pids;
+    http_get($ngx->port, '/over/1');
+    ok wait_until(10, sub { $recv->requests >= 1 }), 'exported';
+    wait_until(5, sub { grep { /rejected/ } $ngx->spanprof_lines });
+    my ($line) = grep { /rejected/ } $ngx->spanprof_lines;
+    like $line // '', qr/rejected (\d+) of \1 spans/, 'the rejection is capped at the spans sent'
+        or diag $ngx->error_log_tail(20);
+    healthy($ngx, \@w);
+    $ngx->quit(15);
+    my ($exported) = $ngx->error_log =~ /exporter stopped: (\d+) spans exported/;
+    ok defined $exported && $exported < 1000, 'spans exported stays a count, not a wrapped one ('
+        . ($exported // 'none') . ')';
+};
+
 subtest 'undecodable 200 answer' => sub {
     my $recv = start_receiver(script => 'garbage');
     my $ngx  = start_nginx(receiver => $recv, conf => conf());

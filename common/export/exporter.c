@@ -394,6 +394,11 @@ traces_posted(void *ud, const sp_http_response_t *resp)
         } else if (resp->body.len == 0) {
             rejected = 0;
         }
+        if (rejected > (int64_t) b->nspans) {
+            /* A collector cannot reject more than it was sent: the
+             * difference would wrap spans_exported round. */
+            rejected = (int64_t) b->nspans;
+        }
         if (rejected > 0) {
             atomic_fetch_add(&e->spans_rejected, (uint64_t) rejected);
             sp_logf(&e->conf.log, SP_LOG_ERR,
@@ -474,13 +479,16 @@ exporter_step(sp_exporter_t *e)
                      : now >= sp_profile_export_due(e->profiles))
         {
             uint64_t  t0 = now;
+            int       postponed;
 
             /* The last one goes out with what time is left. */
-            sp_profile_export_flush(e->profiles,
+            postponed = sp_profile_export_flush(e->profiles,
                                     !stopping ? e->conf.timeout_ms
                                     : deadline > now + MS
                                     ? (deadline - now) / MS : 1);
-            e->profile_flushed = stopping;
+            /* Stopping, a postponed last profile is tried again when
+             * the post ahead of it ends (or the deadline comes). */
+            e->profile_flushed = stopping && !postponed;
             now = sp_mono_ns();
             /* On nginx this time is taken from the worker's event loop. */
             sp_logf(&e->conf.log, SP_LOG_DEBUG,

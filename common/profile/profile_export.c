@@ -241,13 +241,26 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     }
 }
 
-void
+int
 sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 {
     sp_profile_t  p;
     uint64_t      end = sp_now_ns();
 
     sp_profile_export_drain(pe);
+
+    /* The last post is still under way (a slow collector, or a request
+     * that kept nginx's event loop from driving it): this profile waits
+     * and grows rather than being dropped; the post's own timeout bounds
+     * the wait. */
+    if (sp_profile_builder_samples(pe->builder) > 0
+        && sp_profile_export_busy(pe))
+    {
+        sp_logf(pe->conf.log, SP_LOG_DEBUG, "spanprof: profile export "
+                "postponed: the last one is still being sent");
+        pe->due = sp_mono_ns() + SP_PROFILE_EXPORT_RETRY_MS * MS;
+        return 1;
+    }
     /* New libraries get unwound through from the next sample on. */
     sp_loader_snapshot_refresh();
 
@@ -261,10 +274,7 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
-            if (pe->otlp != NULL && sp_http_client_busy(pe->otlp)) {
-                fail(pe, "profile export to %s skipped: the last one is "
-                     "still being sent%s", pe->conf.otlp_url, "");
-            } else if (pe->otlp != NULL) {
+            if (pe->otlp != NULL) {
                 sp_buf_reset(&pe->otlp_body);
                 if (sp_otlp_profiles_encode(&pe->arena, &p, &pe->otlp_body)
                     == 0)
@@ -293,6 +303,7 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
     sp_profile_builder_reset(pe->builder);
     pe->start_ns = end;
     pe->due = sp_mono_ns() + pe->conf.interval_ms * MS;
+    return 0;
 }
 
 int

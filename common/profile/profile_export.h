@@ -39,9 +39,12 @@ void sp_profile_export_drain(sp_profile_export_t *pe);
 uint64_t sp_profile_export_due(const sp_profile_export_t *pe);
 
 /* Exports the current profile (if it has samples) and starts the next:
- * writes the file, starts the posts (each bounded by timeout_ms; one still
- * under way from the last interval makes this one count as failed). */
-void sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms);
+ * writes the file, starts the posts (each bounded by timeout_ms). Returns
+ * 0; or 1 when a post of the last profile is still under way: then this
+ * one keeps its samples, goes on growing, and is due again in
+ * SP_PROFILE_EXPORT_RETRY_MS (nothing is dropped for a slow collector). */
+#define SP_PROFILE_EXPORT_RETRY_MS  50
+int sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms);
 
 /* A post is still under way. */
 int sp_profile_export_busy(const sp_profile_export_t *pe);
