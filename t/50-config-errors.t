@@ -7,6 +7,7 @@ use warnings;
 use lib 't/lib';
 use Test::More;
 use File::Temp ();
+use POSIX ();
 use SpanProf::Test;
 
 need_module();
@@ -123,7 +124,10 @@ for my $c (@bad) {
         ['a directory', $d, qr/not a regular file/],
         ['not PEM', "$d/notpem.txt", qr/no PEM certificate in it/],
         ['over 1 MiB', "$d/big.pem", qr/larger than 1048576 bytes/],
+        # opened without blocking: nginx -t must not wait for a writer
+        ['a FIFO', "$d/fifo", qr/not a regular file/],
     );
+    POSIX::mkfifo("$d/fifo", 0600) or die "mkfifo: $!";
     for my $c (@ca) {
         my ($name, $path, $why) = @$c;
         subtest "trusted_certificate $name" => sub {
