@@ -27,6 +27,7 @@
 
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
+#include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/trace/resource.h"
 #include "common/profile/sampler.h"
@@ -223,10 +224,16 @@ spanprof_set_header(cmd_parms *cmd, void *dummy, const char *name,
 }
 
 
+/* Read here, in the parent as root, and handed to children as bytes: a
+ * child (User, unprivileged) may not reach the file. */
 static const char *
 spanprof_set_trusted_cert(cmd_parms *cmd, void *dummy, const char *arg)
 {
-    const char  *why, *path;
+    spanprof_srv_conf_t  *sc;
+    const char           *why, *path;
+    char                 *pem;
+    size_t                len;
+    char                  err[128];
 
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
@@ -236,7 +243,15 @@ spanprof_set_trusted_cert(cmd_parms *cmd, void *dummy, const char *arg)
         return apr_psprintf(cmd->pool, "%s: invalid path \"%s\"",
                             cmd->cmd->name, arg);
     }
-    spanprof_srv(cmd)->trusted_certificate = path;
+    if (sp_http_ca_load(path, &pem, &len, err, sizeof(err)) != 0) {
+        return apr_psprintf(cmd->pool, "%s: cannot read \"%s\": %s",
+                            cmd->cmd->name, path, err);
+    }
+    sc = spanprof_srv(cmd);
+    sc->trusted_certificate = path;
+    sc->trusted_certificate_pem = apr_pmemdup(cmd->pool, pem, len + 1);
+    sc->trusted_certificate_len = len;
+    free(pem);
     return NULL;
 }
 
@@ -1069,6 +1084,8 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.endpoint = sc->endpoint;
     ec.headers = headers;
     ec.trusted_certificate = sc->trusted_certificate;
+    ec.trusted_certificate_pem = sc->trusted_certificate_pem;
+    ec.trusted_certificate_len = sc->trusted_certificate_len;
     ec.gzip = sc->compression == 1;
     ec.interval_ms = sc->interval_ms != SPANPROF_UNSET ? sc->interval_ms
                                                        : 5000;

@@ -48,7 +48,9 @@
 typedef struct {
     const char          *endpoint;
     apr_array_header_t  *headers;          /* of char * "Name: value" */
-    const char          *trusted_certificate;
+    const char          *trusted_certificate;      /* full path */
+    const char          *trusted_certificate_pem;  /* its bytes */
+    size_t               trusted_certificate_len;
     apr_int64_t          interval_ms;      /* SPANPROF_UNSET: default */
     int                  batch_size;
     int                  batch_count;

@@ -9,6 +9,7 @@
 
 #include "ngx_http_spanprof_module.h"
 #include "common/base/clock.h"
+#include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/trace/resource.h"
 #include "common/profile/sampler.h"
@@ -36,6 +37,8 @@ static char *ngx_http_spanprof_exporter_directive(ngx_conf_t *cf,
     ngx_command_t *dummy, void *conf);
 static char *ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_spanprof_trusted_certificate(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_spanprof_header(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_spanprof_resource_attr(ngx_conf_t *cf,
@@ -114,8 +117,7 @@ static ngx_command_t  ngx_http_spanprof_exporter_commands[] = {
       ngx_http_spanprof_header, 0, 0, NULL },
 
     { ngx_string("trusted_certificate"), NGX_CONF_TAKE1,
-      ngx_conf_set_str_slot, 0,
-      offsetof(ngx_http_spanprof_main_conf_t, trusted_certificate), NULL },
+      ngx_http_spanprof_trusted_certificate, 0, 0, NULL },
 
     { ngx_string("compression"), NGX_CONF_TAKE1,
       ngx_conf_set_enum_slot, 0,
@@ -401,6 +403,7 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
      *     mcf->endpoint = { 0, NULL };
      *     mcf->headers = NULL;
      *     mcf->trusted_certificate = { 0, NULL };
+     *     mcf->trusted_certificate_pem = { 0, NULL };
      *     mcf->service_name = { 0, NULL };
      *     mcf->resource_attrs = NULL;
      *     mcf->used = 0;
@@ -573,13 +576,6 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (mcf->trusted_certificate.len
-        && ngx_conf_full_name(cf->cycle, &mcf->trusted_certificate, 1)
-           != NGX_OK)
-    {
-        return NGX_CONF_ERROR;
-    }
-
     if (ngx_strncmp(mcf->endpoint.data, "file://", 7) == 0) {
         return ngx_http_spanprof_files_conf(cf, mcf);
     }
@@ -629,6 +625,53 @@ ngx_http_spanprof_exporter_directive(ngx_conf_t *cf, ngx_command_t *dummy,
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                        "unknown directive \"%V\" in \"otel_exporter\"", name);
     return NGX_CONF_ERROR;
+}
+
+
+/* Read here, in the master as root, and handed to workers as bytes: a
+ * worker (an unprivileged user) may not reach the file. */
+static char *
+ngx_http_spanprof_trusted_certificate(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t  *value, path;
+    char       *pem;
+    size_t      len;
+    char        err[128];
+
+    if (mcf->trusted_certificate.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    path = value[1];
+    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* NUL-terminated: nginx's arguments and full names are. */
+    if (sp_http_ca_load((const char *) path.data, &pem, &len, err,
+                        sizeof(err)) != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "cannot read trusted_certificate \"%V\": %s",
+                           &path, err);
+        return NGX_CONF_ERROR;
+    }
+
+    mcf->trusted_certificate_pem.data = ngx_pnalloc(cf->pool, len + 1);
+    if (mcf->trusted_certificate_pem.data == NULL) {
+        free(pem);
+        return NGX_CONF_ERROR;
+    }
+    ngx_memcpy(mcf->trusted_certificate_pem.data, pem, len + 1);
+    mcf->trusted_certificate_pem.len = len;
+    free(pem);
+
+    mcf->trusted_certificate = path;
+    return NGX_CONF_OK;
 }
 
 
@@ -1085,6 +1128,10 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.trusted_certificate = mcf->trusted_certificate.len
                              ? (const char *) mcf->trusted_certificate.data
                              : NULL;
+    ec.trusted_certificate_pem =
+        mcf->trusted_certificate_pem.len
+        ? (const char *) mcf->trusted_certificate_pem.data : NULL;
+    ec.trusted_certificate_len = mcf->trusted_certificate_pem.len;
     ec.gzip = (int) mcf->compression;
     ec.interval_ms = mcf->interval;
     ec.batch_size = mcf->batch_size;

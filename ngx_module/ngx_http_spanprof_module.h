@@ -54,7 +54,8 @@ typedef struct {
     ngx_uint_t                   batch_size;
     ngx_uint_t                   batch_count;
     ngx_array_t                 *headers;        /* of char * "Name: value" */
-    ngx_str_t                    trusted_certificate;
+    ngx_str_t                    trusted_certificate;   /* full path */
+    ngx_str_t                    trusted_certificate_pem; /* its bytes */
     ngx_uint_t                   compression;
     ngx_msec_t                   timeout;
     ngx_msec_t                   connect_timeout;

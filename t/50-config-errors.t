@@ -7,6 +7,7 @@ use warnings;
 use lib 't/lib';
 use Test::More;
 use File::Temp ();
+use POSIX ();
 use SpanProf::Test;
 
 need_module();
@@ -104,6 +105,66 @@ for my $c (@bad) {
         ok $line, "the bad directive is on line $line";
         like $out, qr/\Q$path\E:$line\b/, "error points to nginx.conf:$line" or diag $out;
         unlike $out, qr/test is successful/, 'not successful';
+    };
+}
+
+# trusted_certificate is read while the configuration is parsed (by the
+# master, as root): whatever keeps it from being read is an error at its
+# line, with the reason.
+{
+    my $d = File::Temp::tempdir('spanprof-badca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    open(my $fh, '>', "$d/notpem.txt") or die;
+    print $fh "not a certificate\n";
+    close $fh;
+    open($fh, '>', "$d/big.pem") or die;
+    print $fh "-----BEGIN CERTIFICATE-----\n", 'A' x (1024 * 1024), "\n";
+    close $fh;
+    my @ca = (
+        ['missing', "$d/missing.pem", qr/No such file or directory/],
+        ['a directory', $d, qr/not a regular file/],
+        ['not PEM', "$d/notpem.txt", qr/no PEM certificate in it/],
+        ['over 1 MiB', "$d/big.pem", qr/larger than 1048576 bytes/],
+        # opened without blocking: nginx -t must not wait for a writer
+        ['a FIFO', "$d/fifo", qr/not a regular file/],
+    );
+    POSIX::mkfifo("$d/fifo", 0600) or die "mkfifo: $!";
+    for my $c (@ca) {
+        my ($name, $path, $why) = @$c;
+        subtest "trusted_certificate $name" => sub {
+            my ($rc, $out, $conf, $text) = nginx_t(<<"CONF");
+otel_exporter {
+    endpoint https://127.0.0.1:4318;
+    trusted_certificate $path;
+}
+$SERVER
+CONF
+            isnt $rc, 0, 'nginx -t fails';
+            my $line = conf_line($text, qr/trusted_certificate/);
+            like $out, qr/cannot read trusted_certificate "\Q$path\E": $why in \Q$conf\E:$line\b/,
+                "the path, the reason and nginx.conf:$line" or diag $out;
+        };
+    }
+    subtest 'trusted_certificate relative to the configuration' => sub {
+        my ($rc, $out, $conf) = nginx_t(<<"CONF");
+otel_exporter { endpoint https://127.0.0.1:4318; trusted_certificate rel-ca.pem; }
+$SERVER
+CONF
+        my ($dir) = $conf =~ m{^(.*)/};
+        isnt $rc, 0, 'nginx -t fails';
+        like $out, qr/cannot read trusted_certificate "\Q$dir\E\/rel-ca.pem": No such file/,
+            'named by its full path, next to nginx.conf' or diag $out;
+    };
+    subtest 'trusted_certificate twice' => sub {
+        my ($rc, $out) = nginx_t(<<"CONF");
+otel_exporter {
+    endpoint https://127.0.0.1:4318;
+    trusted_certificate /etc/ssl/certs/ca-certificates.crt;
+    trusted_certificate /etc/ssl/certs/ca-certificates.crt;
+}
+$SERVER
+CONF
+        isnt $rc, 0, 'nginx -t fails';
+        like $out, qr/"trusted_certificate" directive is duplicate/, 'is duplicate' or diag $out;
     };
 }
 

@@ -9,10 +9,23 @@ use lib 't/lib';
 use Test::More;
 use SpanProf::Test;
 use SpanProf::Apache;
+use File::Temp ();
 
 need_apache_module();
 
 my $OK = "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\n";
+
+# CA files OtelExporterTrustedCertificate cannot use: it is read while the
+# configuration is parsed (by the parent, as root).
+my $CAD = File::Temp::tempdir('spanprof-badca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+{
+    open(my $fh, '>', "$CAD/notpem.txt") or die;
+    print $fh "not a certificate\n";
+    close $fh;
+    open($fh, '>', "$CAD/big.pem") or die;
+    print $fh "-----BEGIN CERTIFICATE-----\n", 'A' x (1024 * 1024), "\n";
+    close $fh;
+}
 
 # [name, configuration, line regex (the bad line), reason regex]
 my @bad = (
@@ -56,6 +69,15 @@ my @bad = (
     ['exporter in a VirtualHost', "OtelTrace On\nOtelExporterEndpoint http://127.0.0.1:4318\n"
         . "<VirtualHost 127.0.0.1:%%PORT%%>\n    OtelExporterEndpoint http://127.0.0.1:4319\n</VirtualHost>\n",
         qr/4319/, qr/cannot occur within <VirtualHost> section/],
+    ['CA file missing', "${OK}OtelExporterTrustedCertificate $CAD/missing.pem\n",
+        qr/TrustedCertificate/,
+        qr/OtelExporterTrustedCertificate: cannot read "\Q$CAD\E\/missing.pem": No such file or directory/],
+    ['CA file a directory', "${OK}OtelExporterTrustedCertificate $CAD\n",
+        qr/TrustedCertificate/, qr/cannot read "\Q$CAD\E": not a regular file/],
+    ['CA file not PEM', "${OK}OtelExporterTrustedCertificate $CAD/notpem.txt\n",
+        qr/TrustedCertificate/, qr/cannot read "\Q$CAD\E\/notpem.txt": no PEM certificate in it/],
+    ['CA file over 1 MiB', "${OK}OtelExporterTrustedCertificate $CAD/big.pem\n",
+        qr/TrustedCertificate/, qr/cannot read "\Q$CAD\E\/big.pem": larger than 1048576 bytes/],
     ['service name in a Location', "$OK<Location />\n    OtelServiceName x\n</Location>\n",
         qr/OtelServiceName x/, qr/OtelServiceName not allowed in <Location> context/],
 );

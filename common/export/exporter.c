@@ -45,6 +45,7 @@ struct sp_exporter {
     char               **headers;
     char                *endpoint;
     char                *trusted_certificate;
+    char                *trusted_certificate_pem;
     char                *url;              /* {endpoint}/v1/traces */
     int                  to_file;          /* file://: {dir}/traces.jsonl */
     sp_file_output_t     file;
@@ -146,6 +147,7 @@ exporter_free(sp_exporter_t *e)
     sp_http_loop_free(e->loop);
     free(e->endpoint);
     free(e->trusted_certificate);
+    free(e->trusted_certificate_pem);
     free(e->url);
     sp_file_output_close(&e->file);
     free(e->profiles_url);
@@ -685,6 +687,15 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     /* Own copies of everything the thread reads. */
     e->endpoint = strdup(conf->endpoint != NULL ? conf->endpoint : "");
     e->trusted_certificate = dup_or_null(conf->trusted_certificate);
+    if (conf->trusted_certificate_pem != NULL) {
+        e->trusted_certificate_pem = malloc(conf->trusted_certificate_len + 1);
+        if (e->trusted_certificate_pem == NULL) {
+            goto nomem;
+        }
+        memcpy(e->trusted_certificate_pem, conf->trusted_certificate_pem,
+               conf->trusted_certificate_len);
+        e->trusted_certificate_pem[conf->trusted_certificate_len] = '\0';
+    }
     for (n = 0; conf->headers != NULL && conf->headers[n] != NULL; n++) {
         /* count */
     }
@@ -700,6 +711,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
     e->conf.endpoint = e->endpoint;
     e->conf.trusted_certificate = e->trusted_certificate;
+    e->conf.trusted_certificate_pem = e->trusted_certificate_pem;
     e->conf.headers = (const char *const *) e->headers;
     e->conf.resource = NULL;
     if (conf->resource != NULL) {
@@ -730,7 +742,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
     client_conf = (sp_http_client_conf_t) {
         .headers = e->conf.headers,
-        .trusted_certificate = e->trusted_certificate,
+        .ca_pem = e->trusted_certificate_pem,
+        .ca_pem_len = e->conf.trusted_certificate_len,
+        .ca_name = e->trusted_certificate,
         .connect_timeout_ms = e->conf.connect_timeout_ms,
         .gzip = e->conf.gzip,
     };

@@ -49,7 +49,12 @@ typedef struct {
     const sp_exporter_loop_t *loop;          /* NULL: a thread of its own */
     const char          *endpoint;           /* NULL: profiles only */
     const char *const   *headers;            /* "Name: value", NULL-ended */
+    /* PEM CA certificates for https (copied; NULL: the system's), read
+     * by the master/parent: workers may not reach the file. The path
+     * only names them in TLS errors. */
     const char          *trusted_certificate;
+    const char          *trusted_certificate_pem;
+    size_t               trusted_certificate_len;
     int                  gzip;
     uint64_t             interval_ms;        /* flush at least this often */
     size_t               batch_size;         /* spans per request */

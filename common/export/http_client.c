@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 
+#include "common/base/file_read.h"
 #include "common/export/gzip.h"
 #include "common/export/http_client.h"
 
@@ -23,6 +24,8 @@ struct sp_http_client {
     sp_http_done_fn     done;      /* non-NULL while one is */
     void               *done_ud;
     char                ct[128];   /* its Content-Type header, in front */
+    char                curl_err[CURL_ERROR_SIZE];
+    char               *ca_name;   /* for TLS errors; NULL: system CAs */
     struct curl_slist   ct_header; /* of the fixed ones */
 };
 
@@ -115,9 +118,25 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "spanprof");
     curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
-    if (conf->trusted_certificate != NULL) {
-        curl_easy_setopt(c->curl, CURLOPT_CAINFO, conf->trusted_certificate);
+    if (conf->ca_pem != NULL) {
+        /* The bytes, not the path: a worker may not be able to open it. */
+        struct curl_blob  blob = {
+            .data = (void *) conf->ca_pem,
+            .len = conf->ca_pem_len,
+            .flags = CURL_BLOB_COPY,
+        };
+
+        if (curl_easy_setopt(c->curl, CURLOPT_CAINFO_BLOB, &blob)
+            != CURLE_OK)
+        {
+            sp_http_client_free(c);
+            return NULL;
+        }
+        if (conf->ca_name != NULL) {
+            c->ca_name = strdup(conf->ca_name);
+        }
     }
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
     curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
@@ -140,6 +159,7 @@ sp_http_client_free(sp_http_client_t *c)
     }
     curl_easy_cleanup(c->curl);
     curl_slist_free_all(c->headers);
+    free(c->ca_name);
     sp_buf_free(&c->gz);
     sp_buf_free(&c->resp.body);
     free(c);
@@ -156,6 +176,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     c->resp.status = 0;
     c->resp.retry_after_ms = 0;
     c->resp.error[0] = '\0';
+    c->curl_err[0] = '\0';
     c->resp.content_type[0] = '\0';
     sp_buf_reset(&c->resp.body);
 
@@ -193,23 +214,58 @@ sp_http_client_busy(const sp_http_client_t *c)
     return c->done != NULL;
 }
 
+static int
+tls_verify_error(int curl_result)
+{
+    return curl_result == CURLE_PEER_FAILED_VERIFICATION
+           || curl_result == CURLE_SSL_CACERT_BADFILE
+           || curl_result == CURLE_SSL_ISSUER_ERROR;
+}
+
 static void
 transfer_done(sp_http_transfer_t *t, int curl_result)
 {
     sp_http_client_t  *c = (sp_http_client_t *) t;
     sp_http_done_fn    done = c->done;
+    const char        *msg;
 
     c->done = NULL;
     if (curl_result != CURLE_OK) {
         c->resp.status = 0;
-        snprintf(c->resp.error, sizeof(c->resp.error), "%s",
-                 curl_easy_strerror((CURLcode) curl_result));
+        /* curl's detail ("SSL certificate problem: ...") over its
+         * generic text, and which CAs a failed verification used. */
+        msg = c->curl_err[0] != '\0'
+              ? c->curl_err : curl_easy_strerror((CURLcode) curl_result);
+
+        if (tls_verify_error(curl_result) && c->ca_name != NULL) {
+            snprintf(c->resp.error, sizeof(c->resp.error),
+                     "%s (trusted_certificate %s)", msg, c->ca_name);
+        } else {
+            snprintf(c->resp.error, sizeof(c->resp.error), "%s", msg);
+        }
     } else {
         curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->resp.status);
     }
     if (done != NULL) {
         done(c->done_ud, &c->resp);
     }
+}
+
+int
+sp_http_ca_load(const char *path, char **pem, size_t *len, char *err,
+    size_t errlen)
+{
+    if (sp_file_read_all(path, SP_HTTP_CA_MAX, pem, len, err, errlen) != 0) {
+        return -1;
+    }
+    /* Caught here, not at the first export from a worker. */
+    if (strstr(*pem, "-----BEGIN CERTIFICATE-----") == NULL) {
+        snprintf(err, errlen, "no PEM certificate in it");
+        free(*pem);
+        *pem = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 uint64_t

@@ -12,14 +12,18 @@
 /* An HTTP/1.1 POST client on libcurl: one transfer at a time, run by an
  * sp_http_loop (never blocking the caller), keep-alive connections kept by
  * the loop across transfers, optional gzip of the body, extra headers,
- * https with the system CAs or a given CA file, connect and total
- * timeouts. */
+ * https with the system CAs or given CA certificates (PEM bytes read
+ * beforehand, never a path opened here), connect and total timeouts. */
 
 typedef struct sp_http_client sp_http_client_t;
 
 typedef struct {
     const char *const  *headers;          /* "Name: value", NULL-terminated */
-    const char         *trusted_certificate;  /* CA file or NULL */
+    /* PEM CA certificates (copied), or NULL: the system's. The file
+     * they came from is named in TLS errors only. */
+    const char         *ca_pem;
+    size_t              ca_pem_len;
+    const char         *ca_name;
     uint64_t            connect_timeout_ms;
     int                 gzip;
 } sp_http_client_conf_t;
@@ -27,7 +31,7 @@ typedef struct {
 typedef struct {
     long      status;          /* 0 on a network error */
     uint64_t  retry_after_ms;  /* from Retry-After, 0 if absent */
-    char      error[256];      /* curl's message on a network error */
+    char      error[384];      /* curl's message on a network error */
     sp_buf_t  body;            /* response body, at most 64 KiB kept */
     char      content_type[64];
 } sp_http_response_t;
@@ -50,6 +54,15 @@ int sp_http_client_post(sp_http_client_t *c, const char *url,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud);
 
 int sp_http_client_busy(const sp_http_client_t *c);
+
+/* Reads a CA bundle for ca_pem, at most SP_HTTP_CA_MAX bytes holding at
+ * least one PEM certificate: run by the server's master/parent while it
+ * may still open any path. Returns 0 with *pem malloc'd (the caller frees
+ * it), or -1 with err set to the reason. */
+#define SP_HTTP_CA_MAX  (1024 * 1024)
+
+int sp_http_ca_load(const char *path, char **pem, size_t *len, char *err,
+    size_t errlen);
 
 /* Parses a Retry-After value, delta-seconds or an HTTP-date (IMF-fixdate,
  * RFC 850 or asctime), into the ms to wait from now_ms (the wall clock, ms
