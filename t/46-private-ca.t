@@ -126,14 +126,16 @@ server {
     location /r/ { return 200 "ok\\n"; }
 }
 CONF
-        my ($w) = $ngx->worker_pids;
-        is((stat "/proc/$w")[4], $nobody, 'the worker runs as nobody');
         my $log = sub { $ngx->error_log };
         if ($ca eq 'ca.pem') {
             check_spans('nginx', $recv, $ngx->port, $log);
         } else {
             check_wrong_ca('nginx', $recv, $ngx->port, $log);
         }
+        # after it served requests: just forked, it may not have dropped
+        # root yet
+        my ($w) = $ngx->worker_pids;
+        is((stat "/proc/$w")[4], $nobody, 'the worker runs as nobody');
         $ngx->quit(15);
         is scalar($ngx->crash_lines), 0, 'no crash';
         $recv->stop;
@@ -153,14 +155,14 @@ OtelExporterInterval 0.1
 OtelExporterTimeout 2
 OtelTrace On
 CONF
-        my ($c) = $ap->child_pids;
-        is((stat "/proc/$c")[4], $nobody, 'the child runs as nobody');
         my $log = sub { $ap->error_log };
         if ($ca eq 'ca.pem') {
             check_spans('Apache', $recv, $ap->port, $log);
         } else {
             check_wrong_ca('Apache', $recv, $ap->port, $log);
         }
+        my ($c) = $ap->child_pids;
+        is((stat "/proc/$c")[4], $nobody, 'the child runs as nobody');
         $ap->stop(15);
         is scalar($ap->crash_lines), 0, 'no crash';
         $recv->stop;
