@@ -155,11 +155,12 @@ CONF
             'named by its full path, next to nginx.conf' or diag $out;
     };
     subtest 'trusted_certificate twice' => sub {
+        my $pem = test_ca_pem();
         my ($rc, $out) = nginx_t(<<"CONF");
 otel_exporter {
     endpoint https://127.0.0.1:4318;
-    trusted_certificate /etc/ssl/certs/ca-certificates.crt;
-    trusted_certificate /etc/ssl/certs/ca-certificates.crt;
+    trusted_certificate $pem;
+    trusted_certificate $pem;
 }
 $SERVER
 CONF
@@ -174,15 +175,8 @@ subtest 'otel_trace on without otel_exporter' => sub {
     like $out, qr/otel_exporter/, 'message names otel_exporter' or diag $out;
 };
 
-my $ca = File::Temp::tempdir('spanprof-ca-XXXXXX', TMPDIR => 1, CLEANUP => 1) . '/ca.pem';
-{
-    # any PEM: nginx -t does not connect; copied from the system store when
-    # there is one, so the module may also parse it
-    my $sys = '/etc/ssl/certs/ca-certificates.crt';
-    open(my $out, '>', $ca) or die;
-    if (open(my $in, '<', $sys)) { local $/; print $out scalar <$in> }
-    close $out;
-}
+# any PEM: nginx -t does not connect
+my $ca = test_ca_pem();
 
 my @good = (
     ['every directive', <<"EOF"],

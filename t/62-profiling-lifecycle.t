@@ -78,6 +78,13 @@ EOF
                         my $until = time + 30;
                         sleep 0.01 while !-e "$dir/reloading" && time < $until;
                     }
+                    if ($k == int(3 * $n / 4) + 1) {
+                        # the last quarter once the new workers are up, so
+                        # they serve some (the second quarter can finish
+                        # before the old workers even get the signal)
+                        my $until = time + 30;
+                        sleep 0.01 while !-e "$dir/reloaded" && time < $until;
+                    }
                     my $path = $k % 2 ? "/alpha/$c-$k" : "/plain/$c-$k";
                     my $r = http_get($port, $path, timeout => 10);
                     my $err = $r->{status} == 599 ? ' ' . ($r->{content} =~ s/\s+/ /gr) : '';
@@ -99,6 +106,7 @@ EOF
     if (open(my $h, '>', "$dir/reloading")) { close $h }
     my @new = eval { $ngx->reload };
     ok @new >= 2, 'reload: new workers ' . join(' ', @new) or diag $@;
+    if (open(my $h, '>', "$dir/reloaded")) { close $h }
     for my $k (@kids) {
         my $dl = time + 60;
         sleep 0.02 while waitpid($k, POSIX::WNOHANG()) == 0 && time < $dl;

@@ -123,7 +123,7 @@ my $ALL = <<'EOF';
 OtelExporterEndpoint http://127.0.0.1:4318/base
 OtelExporterHeader X-Api-Key secret
 OtelExporterHeader Authorization "Bearer x y"
-OtelExporterTrustedCertificate /etc/ssl/certs/ca-certificates.crt
+OtelExporterTrustedCertificate %%TESTCA%%
 OtelExporterInterval 0.5
 OtelExporterBatchSize 128
 OtelExporterBatchCount 8
@@ -160,7 +160,8 @@ EOF
 
 for my $mpm (apache_mpms()) {
     subtest "every directive ($mpm)" => sub {
-        my ($code, $out) = apache_t($ALL, mpm => $mpm);
+        (my $all = $ALL) =~ s/%%TESTCA%%/test_ca_pem()/e;
+        my ($code, $out) = apache_t($all, mpm => $mpm);
         is $code, 0, 'apache2 -t passes' or diag $out;
         like $out, qr/Syntax OK/, 'Syntax OK';
     };

@@ -104,6 +104,13 @@ The test-only module built by C<make nginx> from t/ngx_burn
 (F<build/nginx/ngx_http_spanprof_burn_module.so>) and the same skip/BAIL_OUT
 check as need_module() for it.
 
+=item test_ca_pem()
+
+The path of a self-signed CA certificate (PEM) made with the openssl CLI in
+a temporary directory, once per test process: for configurations that name
+a CA bundle without connecting, so no test depends on the system's store
+(a fresh Debian has none without ca-certificates).
+
 =item free_port()
 
 A free TCP port on 127.0.0.1 (never one handed out before by this process).
@@ -369,7 +376,7 @@ our @EXPORT = qw(
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
-    rand_hex parse_echo save_sanitizer_lines
+    rand_hex parse_echo save_sanitizer_lines test_ca_pem
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -408,6 +415,15 @@ sub need_module {
         _builder()->BAIL_OUT($msg);
     }
     _builder()->skip_all($msg);
+}
+
+my $TEST_CA;
+sub test_ca_pem {
+    return $TEST_CA if $TEST_CA;
+    my $d = tempdir('spanprof-testca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my $out = `/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spanprof-test-ca -keyout $d/ca.key -out $d/ca.pem 2>&1`;
+    die "openssl req: $out" if $? || !-s "$d/ca.pem";
+    return $TEST_CA = "$d/ca.pem";
 }
 
 sub free_port {
