@@ -112,13 +112,7 @@ for my $c (@bad) {
 # master, as root): whatever keeps it from being read is an error at its
 # line, with the reason.
 {
-    my $d = File::Temp::tempdir('spanprof-badca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-    open(my $fh, '>', "$d/notpem.txt") or die;
-    print $fh "not a certificate\n";
-    close $fh;
-    open($fh, '>', "$d/big.pem") or die;
-    print $fh "-----BEGIN CERTIFICATE-----\n", 'A' x (1024 * 1024), "\n";
-    close $fh;
+    my $d = bad_ca_dir();
     my @ca = (
         ['missing', "$d/missing.pem", qr/No such file or directory/],
         ['a directory', $d, qr/not a regular file/],

@@ -17,15 +17,7 @@ my $OK = "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\n";
 
 # CA files OtelExporterTrustedCertificate cannot use: it is read while the
 # configuration is parsed (by the parent, as root).
-my $CAD = File::Temp::tempdir('spanprof-badca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-{
-    open(my $fh, '>', "$CAD/notpem.txt") or die;
-    print $fh "not a certificate\n";
-    close $fh;
-    open($fh, '>', "$CAD/big.pem") or die;
-    print $fh "-----BEGIN CERTIFICATE-----\n", 'A' x (1024 * 1024), "\n";
-    close $fh;
-}
+my $CAD = bad_ca_dir();
 
 # [name, configuration, line regex (the bad line), reason regex]
 my @bad = (

@@ -111,6 +111,12 @@ a temporary directory, once per test process: for configurations that name
 a CA bundle without connecting, so no test depends on the system's store
 (a fresh Debian has none without ca-certificates).
 
+=item bad_ca_dir()
+
+A temporary directory holding CA files no server may accept: F<notpem.txt>
+(no PEM certificate in it) and F<big.pem> (over 1 MiB); F<missing.pem> is
+not there. For the configuration-error tests of both servers.
+
 =item free_port()
 
 A free TCP port on 127.0.0.1 (never one handed out before by this process).
@@ -376,7 +382,7 @@ our @EXPORT = qw(
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
-    rand_hex parse_echo save_sanitizer_lines test_ca_pem
+    rand_hex parse_echo save_sanitizer_lines test_ca_pem bad_ca_dir
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -424,6 +430,13 @@ sub test_ca_pem {
     my $out = `/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spanprof-test-ca -keyout $d/ca.key -out $d/ca.pem 2>&1`;
     die "openssl req: $out" if $? || !-s "$d/ca.pem";
     return $TEST_CA = "$d/ca.pem";
+}
+
+sub bad_ca_dir {
+    my $d = tempdir('spanprof-badca-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    _spew("$d/notpem.txt", "not a certificate\n");
+    _spew("$d/big.pem", "-----BEGIN CERTIFICATE-----\n" . ('A' x (1024 * 1024)) . "\n");
+    return $d;
 }
 
 sub free_port {
