@@ -174,11 +174,13 @@ my $FOREIGN = qr/^(?:spanprof_apache_burn_\w+|spanprof_burn_handler|ap_read_requ
 # its write path: its code too
 my $HANDLER = qr/^(?:ap_invoke_handler|ap_run_handler)$/;
 # the download's own write path: a file bucket read or sent by the core
-# output filter (no burner response has one)
-my $FILEIO = qr/^(?:apr_file_read|read|pread|sendfile|apr_socket_sendfile|mmap|munmap|apr_mmap_\w+|libaprutil[^+]*\+0x\w+)$/;
-# memory being allocated (a pool or bucket allocator mapping pages): not
-# file I/O, though it may end in mmap
-my $ALLOC = qr/^(?:apr_pool_\w+|apr_palloc|apr_pcalloc|apr_allocator_\w+|apr_bucket_alloc\w*|malloc|calloc|realloc)$/;
+# output filter (no burner response has one). Only named I/O frames: an
+# unnamed libaprutil frame is any bucket's code (a burner's heap bucket
+# being destroyed after its writev looks the same), so it proves nothing.
+my $FILEIO = qr/^(?:apr_file_read|read|pread|sendfile|apr_socket_sendfile|mmap|munmap|apr_mmap_\w+)$/;
+# memory being allocated or freed (a pool or bucket allocator mapping or
+# unmapping pages): not file I/O, though it may end in mmap or munmap
+my $ALLOC = qr/^(?:apr_pool_\w+|apr_palloc|apr_pcalloc|apr_allocator_\w+|apr_bucket_alloc\w*|apr_bucket_free|malloc|calloc|realloc|free|cfree|__libc_free|_int_free|munmap_chunk)$/;
 
 sub frames { @{ $_[0]{stack} } }
 sub has { my ($x, $re) = @_; scalar grep { $_ =~ $re } frames($x) }
