@@ -20,6 +20,7 @@
 #include "common/export/file_output.h"
 #include "common/export/http_client.h"
 #include "common/export/otlp_traces.h"
+#include "common/profile/load_shedder.h"
 #include "common/profile/profile_export.h"
 #include "common/trace/span_queue.h"
 
@@ -499,6 +500,7 @@ exporter_step(sp_exporter_t *e)
         } else if (now >= e->next_drain) {
             sp_profile_export_drain(e->profiles);
         }
+        sp_load_shedder_tick(&e->conf.log);     /* acts once a second */
         if (now >= e->next_drain) {
             e->next_drain = now + SAMPLE_DRAIN_MS * MS;
         }
