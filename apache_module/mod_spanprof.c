@@ -383,6 +383,26 @@ spanprof_set_profiling_rate(cmd_parms *cmd, void *dummy, const char *arg)
 }
 
 
+/* OtelProfilingShed off | cpu=PERCENT[,pause] */
+static const char *
+spanprof_set_profiling_shed(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char  *why;
+    char         err[256];
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (sp_load_shedder_parse(arg, strlen(arg),
+                              &spanprof_srv(cmd)->profiling_shed, err,
+                              sizeof(err)) != 0)
+    {
+        return apr_psprintf(cmd->pool, "%s: %s", cmd->cmd->name, err);
+    }
+    return NULL;
+}
+
+
 static const char *
 spanprof_set_profiling_depth(cmd_parms *cmd, void *dummy, const char *arg)
 {
@@ -605,6 +625,9 @@ static const command_rec  spanprof_cmds[] = {
         "seconds between profile exports (default 10)"),
     AP_INIT_TAKE1("OtelProfilingMaxDepth", spanprof_set_profiling_depth, NULL,
         RSRC_CONF, "frames kept per stack, 1 to 256 (default 64)"),
+    AP_INIT_TAKE1("OtelProfilingShed", spanprof_set_profiling_shed, NULL,
+        RSRC_CONF, "off (default), cpu=PERCENT or cpu=PERCENT,pause: lower "
+        "the sampling rate while a child's CPU use is above PERCENT"),
     AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
         RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
 

@@ -19,6 +19,7 @@
 #include "apr_tables.h"
 
 #include "common/export/exporter.h"
+#include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
 #include "common/profile/thread_ctx.h"
@@ -66,6 +67,7 @@ typedef struct {
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
     const char          *pyroscope;
+    sp_load_shedder_conf_t  profiling_shed;   /* zero: off */
 
     /* Per virtual host, set after the configuration is read: some section
      * that applies to it (or the host itself) traces, propagates or

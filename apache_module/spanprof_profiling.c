@@ -267,6 +267,8 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
                      "spanprof: profiling disabled: %s", err);
         return -1;
     }
+    /* Acted on by the exporter thread's tick, once a second. */
+    sp_load_shedder_configure(&sc->profiling_shed);
     spanprof_sampling_on = 1;
     return 0;
 }

@@ -51,6 +51,8 @@ static char *ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_spanprof_shed(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
@@ -218,6 +220,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_spanprof_main_conf_t, profiling_max_depth),
       &ngx_http_spanprof_depth_bounds },
+
+    { ngx_string("otel_profiling_shed"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_shed,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
 
     { ngx_string("otel_profiling_pyroscope"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -951,6 +960,32 @@ ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                                  == '/')
     {
         mcf->pyroscope.data[--mcf->pyroscope.len] = '\0';
+    }
+    return NGX_CONF_OK;
+}
+
+
+/* otel_profiling_shed off | cpu=PERCENT[,pause] */
+static char *
+ngx_http_spanprof_shed(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t  *value;
+    char        err[256];
+
+    if (mcf->profiling_shed_set) {
+        return "is duplicate";
+    }
+    mcf->profiling_shed_set = 1;
+
+    value = cf->args->elts;
+    if (sp_load_shedder_parse((const char *) value[1].data, value[1].len,
+                              &mcf->profiling_shed, err, sizeof(err)) != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid "
+                           "otel_profiling_shed %s", err);
+        return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
 }

@@ -18,6 +18,7 @@
 #include <ngx_http.h>
 
 #include "common/export/exporter.h"
+#include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
 #include "common/profile/thread_ctx.h"
@@ -73,6 +74,8 @@ typedef struct {
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
     ngx_str_t                    pyroscope;
+    sp_load_shedder_conf_t       profiling_shed;  /* zero: off */
+    ngx_flag_t                   profiling_shed_set;
     ngx_flag_t                   profiling_used;
 
     /* Set while parsing: some location traces, propagates or profiles. */

@@ -296,6 +296,9 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
         return NGX_OK;
     }
 
+    /* Acted on by the exporter's tick, once a second. */
+    sp_load_shedder_configure(&mcf->profiling_shed);
+
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_spanprof_process_events;
     ngx_http_spanprof_sampling = 1;

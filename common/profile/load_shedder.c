@@ -9,6 +9,10 @@
 
 #define SECOND  1000000000ull
 
+/* Set by configure (any thread, e.g. httpd's child init while the exporter
+ * thread runs); the rest is the exporter side's own. */
+static _Atomic unsigned        cfg_pct;
+static _Atomic int             cfg_pause, cfg_reset;
 static sp_load_shedder_conf_t  conf;
 static uint64_t                last_wall, last_cpu;   /* 0: no baseline */
 static int                     we_paused;
@@ -68,14 +72,9 @@ sp_load_shedder_parse(const char *v, size_t len, sp_load_shedder_conf_t *c,
 void
 sp_load_shedder_configure(const sp_load_shedder_conf_t *c)
 {
-    conf = *c;
-    last_wall = last_cpu = 0;
-    if (we_paused) {
-        sp_sampler_set_paused(0);
-    }
-    we_paused = 0;
-    sp_sampler_set_shed_level(0);
-    atomic_store(&last_pct, 0);
+    atomic_store(&cfg_pct, c->cpu_pct);
+    atomic_store(&cfg_pause, c->pause);
+    atomic_store(&cfg_reset, 1);
 }
 
 
@@ -85,6 +84,17 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
     unsigned  pct, level, from, to;
     uint64_t  dwall, dcpu;
 
+    if (atomic_exchange(&cfg_reset, 0)) {
+        conf.cpu_pct = atomic_load(&cfg_pct);
+        conf.pause = atomic_load(&cfg_pause);
+        last_wall = last_cpu = 0;
+        if (we_paused) {
+            sp_sampler_set_paused(0);
+        }
+        we_paused = 0;
+        sp_sampler_set_shed_level(0);
+        atomic_store(&last_pct, 0);
+    }
     if (conf.cpu_pct == 0) {
         return;
     }
@@ -146,8 +156,8 @@ sp_load_shedder_tick(const sp_logger_t *log)
 {
     struct timespec  ts;
 
-    if (conf.cpu_pct == 0) {
-        return;
+    if (conf.cpu_pct == 0 && !atomic_load(&cfg_reset)) {
+        return;     /* off: no clock read */
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     sp_load_shedder_step(log, sp_mono_ns(),

@@ -37,8 +37,8 @@ typedef struct {
 int sp_load_shedder_parse(const char *value, size_t len,
     sp_load_shedder_conf_t *c, char *err, size_t errlen);
 
-/* In the process that samples, after sp_sampler_start: sets the threshold
- * and starts over (shed level 0, a pause of its own undone, counters
+/* In the process that samples, any thread: sets the threshold; the next
+ * tick starts over (shed level 0, a pause of its own undone, counters
  * kept). */
 void sp_load_shedder_configure(const sp_load_shedder_conf_t *c);
 
