@@ -5,11 +5,15 @@
 #    use is above 10%: the error log shows the rate halving once a second
 #    ("sampling rate 1000 -> 500 Hz", ...);
 #  - idle, it steps back up to 1000 Hz;
-#  - the pprof files' cpu/nanoseconds stay true CPU time across the change:
+#  - the pprof files' cpu/nanoseconds stay true CPU time across the change
+#    (a profile every 3 s holds samples of several rates, so count x one
+#    period would be wrong):
 #    the alpha samples add up to the CPU the alpha requests burnt (each
 #    burns exactly its ms of thread CPU) although their count is far below
 #    one per ms; a beta request burnt after the recovery is sampled at
 #    1000 Hz again (count ~ its ms) and its cpu/nanoseconds match too;
+#  - with `pause` the sampler pauses instead while the load lasts, and
+#    resumes at 1000 Hz;
 #  - bad values are refused by nginx -t / apache2 -t with the reason.
 # Uses the test-only modules t/ngx_burn and t/mod_burn.
 use strict;
@@ -107,7 +111,7 @@ subtest 'nginx: otel_profiling_shed cpu=10' => sub {
 otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
 otel_service_name prof-shed;
 otel_profiling_rate 1000;
-otel_profiling_interval 1s;
+otel_profiling_interval 3s;
 otel_profiling_shed cpu=10;
 server {
     listen 127.0.0.1:%%PORT%%;
@@ -130,6 +134,47 @@ EOF
             return map { pprof_samples(read_pprof_file($_)) } pprof_files($ngx->prefix . '/prof');
         },
     );
+    is scalar($ngx->crash_lines), 0, 'no crash';
+};
+
+subtest 'nginx: otel_profiling_shed cpu=10,pause' => sub {
+    my $ngx = start_nginx(burn => 1, dirs => ['prof'], conf => <<'EOF');
+otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
+otel_profiling_rate 1000;
+otel_profiling_interval 3s;
+otel_profiling_shed cpu=10,pause;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_profiling on;
+    location /alpha { spanprof_burn alpha 100; }
+    location /beta  { spanprof_burn beta 300; }
+}
+EOF
+    my ($n, $t_end) = (0, time + 3);
+    while (time < $t_end) {
+        http_get($ngx->port, '/alpha')->{status} == 200 or die "/alpha failed\n";
+        $n++;
+    }
+    my $back = SpanProf::Test::wait_until(15,
+        sub { grep { /profiling resumed/ } shed_lines($ngx->error_log) });
+    my @l = shed_lines($ngx->error_log);
+    ok $back, 'resumed when idle' or diag join "\n", @l;
+    is scalar(grep { /spanprof: CPU \d+% > 10%: profiling paused$/ } @l), 1,
+        'paused once while burning';
+    is scalar(grep { /spanprof: CPU \d+% <= 10%: profiling resumed at 1000 Hz$/ } @l), 1,
+        'resumed once, at 1000 Hz';
+    is scalar(grep { /sampling rate/ } @l), 0, 'the rate itself never changed';
+    http_get($ngx->port, '/beta');
+    $ngx->quit(15);
+    my ($ca, $nb) = (0, 0);
+    for my $smp (map { pprof_samples(read_pprof_file($_)) } pprof_files($ngx->prefix . '/prof')) {
+        $ca += $smp->{cpu_ns} if grep { $_ eq 'spanprof_burn_alpha' } @{ $smp->{stack} };
+        $nb += $smp->{count} if grep { $_ eq 'spanprof_burn_beta' } @{ $smp->{stack} };
+    }
+    my $true_a = $n * 100e6;
+    ok $ca < 0.6 * $true_a, sprintf('paused: %.0f ms of the %.0f ms alpha burnt were sampled',
+        $ca / 1e6, $true_a / 1e6);
+    ok abs($nb - $BETA_MS) <= 0.15 * $BETA_MS, "resumed: beta sampled at 1000 Hz ($nb samples)";
     is scalar($ngx->crash_lines), 0, 'no crash';
 };
 
@@ -166,7 +211,7 @@ SKIP: {
                 servers => 1, conf => <<'EOF');
 OtelExporterEndpoint file://%%PREFIX%%/out
 OtelExporterInterval 0.2
-OtelProfilingInterval 1
+OtelProfilingInterval 3
 OtelProfilingRate 1000
 OtelProfilingShed cpu=10
 OtelServiceName apache-shed
