@@ -65,7 +65,9 @@ void     sp_sampler_set_paused(int paused);
 int      sp_sampler_paused(void);
 
 /* Installs the SIGPROF handler and the loader snapshot; call once per
- * process (worker), before any thread registers. 0, or -1 with err. */
+ * process (worker), before any thread registers. The base rate becomes
+ * conf->rate_hz; a shed level or a pause set before stays. 0, or -1 with
+ * err. */
 int sp_sampler_start(const sp_sampler_conf_t *conf, char *err, size_t errlen);
 
 /* On each serving thread: warms up TLS and libunwind, then arms the
