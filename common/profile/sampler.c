@@ -35,6 +35,8 @@ static int                    installed;
 static struct sigaction       old_action;
 static _Atomic uint64_t       n_samples, n_skipped_loader, n_reentered;
 static __thread thread_state_t  ts;
+/* The timer period, for the records' CPU time. */
+static uint64_t               period_ns;
 
 
 static void
@@ -46,6 +48,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     sp_thread_ctx_record_t  *rec;
     uintptr_t                pc;
     int                      n, i, overrun;
+    uint32_t                 weight;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
@@ -56,18 +59,26 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     }
     ts.busy = 1;
 
+    overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
+    weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+
+    /* The request's own CPU time, counted even if the ring is full. */
+    rec = sp_thread_ctx_current();
+    if (rec != NULL && rec->valid) {
+        rec->sp_cpu_ns += (uint64_t) weight * period_ns;
+    }
+
     s = sp_slot_ring_reserve(&ring);
     if (s == NULL) {
         goto done;      /* counted by the ring */
     }
 
     s->time_ns = sp_now_ns();
-    overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
-    s->weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    s->weight = weight;
 
-    rec = sp_thread_ctx_current();
     s->has_ctx = 0;
     s->attrs_len = 0;
+    s->keep_pending = 0;
     if (rec != NULL && rec->valid) {
         memcpy(s->trace_id, rec->trace_id, SP_TRACE_ID_LEN);
         memcpy(s->span_id, rec->span_id, SP_SPAN_ID_LEN);
@@ -77,6 +88,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
         }
         memcpy(s->attrs, rec->attrs_data, (size_t) n);
         s->attrs_len = (uint8_t) n;
+        s->keep_pending = rec->sp_keep;
         s->has_ctx = 1;
     }
 
@@ -140,6 +152,7 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
                  SP_SAMPLER_MAX_DEPTH);
         return -1;
     }
+    period_ns = 1000000000ull / conf.rate_hz;
     if (conf.ring_capacity == 0) {
         conf.ring_capacity = 4096;
     }
