@@ -950,7 +950,10 @@ ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     } else {
         if (ngx_http_script_variables_count(&value[1]) == 0) {
-            return "takes \"on\", \"off\" or a value with variables";
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\": "
+                               "\"otel_profiling\" takes \"on\", \"off\" or "
+                               "a value with variables", &value[1]);
+            return NGX_CONF_ERROR;
         }
 
         lcf->profiling_var = ngx_palloc(cf->pool,
