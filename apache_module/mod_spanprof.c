@@ -92,8 +92,22 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     /* A section with its own OtelSpanAttr lines replaces the inherited
      * ones (as nginx's otel_span_attr and add_header). */
     dc->span_attrs = add->span_attrs ? add->span_attrs : base->span_attrs;
-    dc->profiling = add->profiling != SPANPROF_UNSET ? add->profiling
-                                                     : base->profiling;
+    if (add->profiling != SPANPROF_UNSET) {
+        dc->profiling = add->profiling;
+        dc->profiling_expr = add->profiling_expr;
+        dc->profiling_string = add->profiling_string;
+    } else {
+        dc->profiling = base->profiling;
+        dc->profiling_expr = base->profiling_expr;
+        dc->profiling_string = base->profiling_string;
+    }
+    if (add->keep_set) {
+        dc->keep = add->keep;
+        dc->keep_set = 1;
+    } else {
+        dc->keep = base->keep_set ? base->keep : SP_KEEP_RULES_DEFAULT;
+        dc->keep_set = base->keep_set;
+    }
     /* <Directory>, <Files> and <If> keep the <Location> route. */
     if (add->route_set) {
         dc->route_set = 1;
@@ -108,7 +122,8 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 
 /* Unset values read as the defaults (spanprof_dir_conf(), in the header). */
 const spanprof_dir_conf_t  spanprof_dir_defaults = {
-    .trace = 0, .context = SPANPROF_CTX_IGNORE, .profiling = 0
+    .trace = 0, .context = SPANPROF_CTX_IGNORE, .profiling = 0,
+    .keep = { .flags = SP_KEEP_ALL }
 };
 
 
@@ -554,15 +569,62 @@ spanprof_set_span_attr(cmd_parms *cmd, void *conf, const char *key,
 }
 
 
+/* On, Off, or expr=EXPR decided per request: a boolean expression (as
+ * OtelTrace), or a string one (%{HTTP:X-Profile}) false when empty, "0" or
+ * "off", as nginx's otel_profiling $variable. */
 static const char *
-spanprof_set_profiling(cmd_parms *cmd, void *conf, int on)
+spanprof_set_profiling(cmd_parms *cmd, void *conf, const char *arg)
 {
+    const char           *err = NULL, *serr = NULL;
     spanprof_dir_conf_t  *dc = conf;
 
-    dc->profiling = on ? 1 : 0;
-    if (on) {
-        spanprof_globals.used = 1;
-        spanprof_globals.profiling_used = 1;
+    if (strcasecmp(arg, "on") == 0) {
+        dc->profiling = 1;
+    } else if (strcasecmp(arg, "off") == 0) {
+        dc->profiling = 0;
+        return NULL;
+    } else if (strncasecmp(arg, "expr=", 5) == 0) {
+        dc->profiling_string = 0;
+        dc->profiling_expr = ap_expr_parse_cmd(cmd, arg + 5,
+                                               AP_EXPR_FLAG_DONT_VARY, &err,
+                                               NULL);
+        if (err != NULL) {
+            dc->profiling_string = 1;
+            dc->profiling_expr = ap_expr_parse_cmd(cmd, arg + 5,
+                                                   AP_EXPR_FLAG_DONT_VARY
+                                                   | AP_EXPR_FLAG_STRING_RESULT,
+                                                   &serr, NULL);
+        }
+        if (err != NULL && serr != NULL) {
+            return apr_psprintf(cmd->pool, "%s: not a valid expression: %s",
+                                cmd->cmd->name, err);
+        }
+        dc->profiling = SPANPROF_PROFILING_EXPR;
+    } else {
+        return apr_psprintf(cmd->pool, "%s: takes On, Off or expr=EXPRESSION, "
+                            "not \"%s\"", cmd->cmd->name, arg);
+    }
+    spanprof_globals.used = 1;
+    spanprof_globals.profiling_used = 1;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_profiling_keep(cmd_parms *cmd, void *conf, int argc,
+    char *const argv[])
+{
+    char                  err[160];
+    spanprof_dir_conf_t  *dc = conf;
+
+    if (sp_keep_rules_parse(&dc->keep, (const char *const *) argv,
+                            (size_t) argc, err, sizeof(err)) != 0)
+    {
+        return apr_psprintf(cmd->pool, "%s: %s", cmd->cmd->name, err);
+    }
+    dc->keep_set = 1;
+    if (!sp_keep_rules_all(&dc->keep)) {
+        spanprof_globals.keep_used = 1;
     }
     return NULL;
 }
@@ -616,8 +678,12 @@ static const command_rec  spanprof_cmds[] = {
         "a SERVER span attribute: name and ap_expr string value"),
 
     /* profiling */
-    AP_INIT_FLAG("OtelProfiling", spanprof_set_profiling, NULL, SPANPROF_DIR,
-        "On to label CPU samples with the request (default Off)"),
+    AP_INIT_TAKE1("OtelProfiling", spanprof_set_profiling, NULL, SPANPROF_DIR,
+        "On, Off (default) or expr=EXPRESSION: label CPU samples with the "
+        "request"),
+    AP_INIT_TAKE_ARGV("OtelProfilingKeep", spanprof_set_profiling_keep, NULL,
+        SPANPROF_DIR, "all (default) or any of slow=TIME errors cpu=TIME: "
+        "requests whose samples keep their labels"),
     AP_INIT_TAKE1("OtelProfilingRate", spanprof_set_profiling_rate, NULL,
         RSRC_CONF, "samples per second of a thread's CPU time (default 100)"),
     AP_INIT_TAKE1("OtelProfilingInterval", spanprof_set_seconds,
@@ -959,6 +1025,11 @@ spanprof_log_transaction(request_rec *r)
      * connection; the work done here is this request's. */
     saved = spanprof_sampling() ? sp_thread_ctx_current() : NULL;
     spanprof_bind(ctx);
+
+    /* Before the span: only a kept request's span names its profile. */
+    if (ctx->profiled && ctx->record.sp_keep) {
+        spanprof_keep_verdict(r, ctx);
+    }
 
     if (ctx->sampled && spanprof_exporter != NULL && spanprof_export_spans) {
         spanprof_export(r, ctx);

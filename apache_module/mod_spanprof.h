@@ -22,6 +22,7 @@
 #include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/profile/keep_rules.h"
 #include "common/profile/thread_ctx.h"
 #include "common/trace/traceparent.h"
 
@@ -40,6 +41,9 @@
 
 /* OtelTrace: Off (0), On (1), or an expression. */
 #define SPANPROF_TRACE_EXPR  2
+/* OtelProfiling: Off (0), On (1), or expr=: a boolean expression, or a
+ * string one false when empty, "0" or "off". */
+#define SPANPROF_PROFILING_EXPR  2
 
 #define SPANPROF_MAX_ATTEMPTS  8
 
@@ -95,7 +99,12 @@ typedef struct {
     int                  context;          /* SPANPROF_UNSET, SPANPROF_CTX_* */
     ap_expr_info_t      *span_name;        /* NULL: inherit / default */
     apr_array_header_t  *span_attrs;       /* NULL: inherit */
-    int                  profiling;        /* SPANPROF_UNSET, 0, 1 */
+    int                  profiling;        /* SPANPROF_UNSET, 0, 1, _EXPR */
+    ap_expr_info_t      *profiling_expr;
+    int                  profiling_string; /* the expression is a string */
+    /* OtelProfilingKeep; keep_set: given in this section */
+    sp_keep_rules_t      keep;
+    int                  keep_set;
 
     /* The route: set (after the configuration is read) on the
      * configurations of <Location> sections; a regex one has none. */
@@ -105,7 +114,7 @@ typedef struct {
 
 /* The settings trace, propagate or profile (merged or a section's own). */
 #define spanprof_dir_active(dc)                                               \
-    ((dc)->trace >= 1 || (dc)->profiling == 1                                 \
+    ((dc)->trace >= 1 || (dc)->profiling >= 1                                 \
      || spanprof_extracts((dc)->context) || spanprof_injects((dc)->context))
 
 
@@ -133,6 +142,10 @@ typedef struct {
     unsigned                 client_span:1;
     unsigned                 logged:1;
     unsigned                 profiled:1;
+    /* Its keep rules did not keep it: its span has no profile id. */
+    unsigned                 unkept:1;
+    /* When its keep verdict read the clock: the span's end. */
+    uint64_t                 end_ns;
 
     /* The proxied exchange (CLIENT span). */
     uint64_t                 proxy_handler_ns;
@@ -170,6 +183,7 @@ typedef struct {
 typedef struct {
     int                  used;             /* some tracing/propagation/profiling */
     int                  profiling_used;
+    int                  keep_used;        /* OtelProfilingKeep not all */
     int                  section_context;  /* OtelTraceContext in a section */
     const char          *trace_arg;        /* first OtelTrace not Off */
     const char          *trace_file;
@@ -236,6 +250,7 @@ void spanprof_profiling_stop(void);
 int spanprof_sampling(void);
 void spanprof_thread_serves(void);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
+void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx);
 void spanprof_register_profiling_hooks(void);
 
 /* OtelTrace On, or its expression true for r. */

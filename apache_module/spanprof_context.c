@@ -104,6 +104,9 @@ spanprof_get_ctx(request_rec *r, int create)
      * zeroing them would be most of the structure. */
     ctx = apr_palloc(orig->pool, sizeof(spanprof_ctx_t));
     memset(ctx, 0, offsetof(spanprof_ctx_t, attempts));
+    /* The record's own trailing fields add up over the request. */
+    ctx->record.sp_cpu_ns = 0;
+    ctx->record.sp_keep = 0;
     ctx->r = orig;
     /* The time httpd started reading the request line. */
     ctx->start_ns = (uint64_t) orig->request_time * 1000;

@@ -40,6 +40,7 @@
 #include "util_filter.h"
 
 #include "mod_spanprof.h"
+#include "common/base/clock.h"
 #include "common/profile/sampler.h"
 
 APLOG_USE_MODULE(spanprof);
@@ -84,6 +85,61 @@ spanprof_thread_serves(void)
 }
 
 
+/* OtelProfiling On, or its expression true for r. */
+static int
+spanprof_profiles(request_rec *r, const spanprof_dir_conf_t *dc)
+{
+    int          rv;
+    const char  *err = NULL, *v;
+
+    if (dc->profiling != SPANPROF_PROFILING_EXPR) {
+        return dc->profiling == 1;
+    }
+    if (dc->profiling_string) {
+        v = ap_expr_str_exec(r, dc->profiling_expr, &err);
+        rv = err == NULL && v != NULL && v[0] != '\0' && strcmp(v, "0") != 0
+             && strcasecmp(v, "off") != 0;
+    } else {
+        rv = ap_expr_exec(r, dc->profiling_expr, &err) > 0;
+    }
+    if (err != NULL) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r,
+                      "spanprof: OtelProfiling expression %s:%u failed, "
+                      "request not profiled: %s",
+                      dc->profiling_expr->filename,
+                      dc->profiling_expr->line_number, err);
+        return 0;
+    }
+    return rv;
+}
+
+
+/* At log_transaction of a request whose samples wait for a verdict: its
+ * final settings' keep rules decide; the verdict goes to the profile
+ * builder if the request has samples. */
+void
+spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx)
+{
+    int                         keep, failed;
+    request_rec                *last = spanprof_last(r);
+    const spanprof_dir_conf_t  *dc = spanprof_dir_conf(last);
+
+    failed = ctx->nattempts > 0 && ctx->proxy_done && !ctx->peer_answered;
+    if (dc->keep.flags & SP_KEEP_SLOW) {
+        ctx->end_ns = sp_now_ns();
+    }
+    keep = sp_keep_rules_match(&dc->keep,
+                               ctx->end_ns > ctx->start_ns
+                               ? ctx->end_ns - ctx->start_ns : 0,
+                               last->status, failed, ctx->record.sp_cpu_ns);
+    /* Samples were taken (its CPU time counts them): they wait for this. */
+    if (ctx->record.sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
+        keep = 0;
+    }
+    ctx->unkept = !keep;
+}
+
+
 /* Decides whether the request is profiled with the settings in effect for
  * r now, and (re)fills its record; called again after the final
  * per-directory merge and after internal redirects. */
@@ -100,7 +156,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     dc = spanprof_dir_conf(r);
-    if (dc->profiling != 1 || spanprof_thread_state != 1) {
+    if (!spanprof_profiles(r, dc) || spanprof_thread_state != 1) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             if (sp_thread_ctx_current() == &ctx->record) {
@@ -124,6 +180,11 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
                ctx->record.attrs_data_size, &kept) == len;
     ctx->record_route = route;
     ctx->record_method = r->method;
+    /* Once some section's keep rules applied, the samples wait for the
+     * verdict, which the final settings give. */
+    if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {
+        ctx->record.sp_keep = 1;
+    }
     ctx->profiled = 1;
     sp_thread_ctx_attach(&ctx->record);
 }
@@ -269,6 +330,12 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
     }
     /* Acted on by the exporter thread's tick, once a second. */
     sp_load_shedder_configure(&sc->profiling_shed);
+    if (spanprof_globals.keep_used
+        && sp_keep_start(SP_KEEP_CHANNEL_CAPACITY) != 0)
+    {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s, "spanprof: keep rules "
+                     "off: out of memory; every request keeps its labels");
+    }
     spanprof_sampling_on = 1;
     return 0;
 }

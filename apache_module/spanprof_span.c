@@ -226,7 +226,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
                       last->bytes_sent > 0 ? last->bytes_sent : 0);
 
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
-    if (ctx->profiled) {
+    if (ctx->profiled && !ctx->unkept) {
         sp_hex_encode(hex, ctx->span_id, SP_SPAN_ID_LEN);
         sp_span_attr_cstr(s, "pyroscope.profile.id", hex, 2 * SP_SPAN_ID_LEN);
     }
@@ -346,7 +346,7 @@ spanprof_export(request_rec *r, spanprof_ctx_t *ctx)
     if (s == NULL) {
         return;         /* queue full: counted by the exporter */
     }
-    end_ns = sp_now_ns();
+    end_ns = ctx->end_ns ? ctx->end_ns : sp_now_ns();
 
     spanprof_server_span(r, ctx, s, end_ns);
     sp_exporter_span_end(spanprof_exporter, s);

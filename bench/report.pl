@@ -501,6 +501,9 @@ p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 # bench/cli's section (the CLI on large inputs) is written by bench/cli
 # alone (make bench-cli, run after this by make bench): kept as it is.
 my ($cli_section) = slurp($out) =~ /(<!-- bench\/cli: begin.*?<!-- bench\/cli: end -->)/s;
+# bench/keep's section likewise (make bench-keep).
+my ($keep_section) = slurp($out) =~ /(<!-- bench\/keep: begin.*?<!-- bench\/keep: end -->)/s;
+push @md, '', $keep_section if defined $keep_section;
 push @md, '', $cli_section if defined $cli_section;
 
 open(my $o, '>', $out) or die "$out: $!";

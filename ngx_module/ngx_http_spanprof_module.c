@@ -53,6 +53,8 @@ static char *ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_spanprof_shed(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_spanprof_profiling_keep(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
@@ -194,10 +196,17 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       NULL },
 
     { ngx_string("otel_profiling"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_profiling,
       NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_spanprof_loc_conf_t, profiling),
+      0,
+      NULL },
+
+    { ngx_string("otel_profiling_keep"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_spanprof_profiling_keep,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("otel_profiling_rate"),
@@ -380,6 +389,11 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
     }
     ctx->logged = 1;
 
+    /* Before the span: only a kept request's span names its profile. */
+    if (ctx->profiled && ctx->record.sp_keep) {
+        ngx_http_spanprof_keep_verdict(r, ctx);
+    }
+
     if (ctx->sampled && ngx_http_spanprof_exporter != NULL
         && ngx_http_spanprof_export_spans)
     {
@@ -490,7 +504,7 @@ ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
     lcf->trace = NGX_CONF_UNSET_UINT;
     lcf->context = NGX_CONF_UNSET_UINT;
     lcf->span_attrs = NGX_CONF_UNSET_PTR;
-    lcf->profiling = NGX_CONF_UNSET;
+    lcf->profiling = NGX_CONF_UNSET_UINT;
 
     return lcf;
 }
@@ -518,7 +532,15 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* Like add_header: a level with its own otel_span_attr replaces the
      * inherited list. */
     ngx_conf_merge_ptr_value(conf->span_attrs, prev->span_attrs, NULL);
-    ngx_conf_merge_value(conf->profiling, prev->profiling, 0);
+    if (conf->profiling == NGX_CONF_UNSET_UINT) {
+        conf->profiling = prev->profiling;
+        conf->profiling_var = prev->profiling_var;
+    }
+    ngx_conf_merge_uint_value(conf->profiling, prev->profiling, 0);
+    if (!conf->keep_set) {
+        conf->keep = prev->keep_set ? prev->keep : SP_KEEP_RULES_DEFAULT;
+        conf->keep_set = prev->keep_set;
+    }
 
     conf->active = conf->trace != NGX_HTTP_SPANPROF_TRACE_OFF
                    || conf->context != NGX_HTTP_SPANPROF_CTX_IGNORE
@@ -910,23 +932,99 @@ ngx_http_spanprof_span_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* on, off, or a value with variables decided per request (a header, a
+ * split_clients ratio): false when empty, "0" or "off". */
 static char *
 ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_spanprof_loc_conf_t *lcf = conf;
 
-    char                           *rv;
-    ngx_http_spanprof_main_conf_t  *mcf;
+    ngx_str_t                          *value;
+    ngx_http_spanprof_main_conf_t      *mcf;
+    ngx_http_compile_complex_value_t    ccv;
 
-    rv = ngx_conf_set_flag_slot(cf, cmd, conf);
-    if (rv != NGX_CONF_OK) {
-        return rv;
+    if (lcf->profiling != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
     }
 
-    if (lcf->profiling) {
+    value = cf->args->elts;
+
+    if (ngx_strcasecmp(value[1].data, (u_char *) "off") == 0) {
+        lcf->profiling = 0;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strcasecmp(value[1].data, (u_char *) "on") == 0) {
+        lcf->profiling = 1;
+
+    } else {
+        if (ngx_http_script_variables_count(&value[1]) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\": "
+                               "\"otel_profiling\" takes \"on\", \"off\" or "
+                               "a value with variables", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        lcf->profiling_var = ngx_palloc(cf->pool,
+                                        sizeof(ngx_http_complex_value_t));
+        if (lcf->profiling_var == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+        ccv.cf = cf;
+        ccv.value = &value[1];
+        ccv.complex_value = lcf->profiling_var;
+
+        if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+            return NGX_CONF_ERROR;
+        }
+        lcf->profiling = NGX_HTTP_SPANPROF_PROFILING_VAR;
+    }
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
+    mcf->used = 1;
+    mcf->profiling_used = 1;
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_profiling_keep(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    char                            err[160];
+    const char                     *argv[8];
+    ngx_str_t                      *value;
+    ngx_uint_t                      i;
+    ngx_http_spanprof_main_conf_t  *mcf;
+
+    if (lcf->keep_set) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    if (cf->args->nelts - 1 > sizeof(argv) / sizeof(argv[0])) {
+        return "has too many arguments";
+    }
+    for (i = 1; i < cf->args->nelts; i++) {
+        argv[i - 1] = (const char *) value[i].data;
+    }
+
+    if (sp_keep_rules_parse(&lcf->keep, argv, cf->args->nelts - 1, err,
+                            sizeof(err)) != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"otel_profiling_keep\": %s", err);
+        return NGX_CONF_ERROR;
+    }
+    lcf->keep_set = 1;
+
+    if (!sp_keep_rules_all(&lcf->keep)) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_spanprof_module);
-        mcf->used = 1;
-        mcf->profiling_used = 1;
+        mcf->keep_used = 1;
     }
     return NGX_CONF_OK;
 }

@@ -21,12 +21,17 @@
 #include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/profile/keep_rules.h"
 #include "common/profile/thread_ctx.h"
 
 
 #define NGX_HTTP_SPANPROF_TRACE_OFF   0
 #define NGX_HTTP_SPANPROF_TRACE_ON    1
 #define NGX_HTTP_SPANPROF_TRACE_VAR   2
+
+/* otel_profiling: off, on, or a value with variables (false when empty,
+ * "0" or "off"), as NGX_HTTP_SPANPROF_TRACE_*. */
+#define NGX_HTTP_SPANPROF_PROFILING_VAR  2
 
 #define NGX_HTTP_SPANPROF_CTX_IGNORE     0
 #define NGX_HTTP_SPANPROF_CTX_EXTRACT    1
@@ -77,6 +82,8 @@ typedef struct {
     sp_load_shedder_conf_t       profiling_shed;  /* zero: off */
     ngx_flag_t                   profiling_shed_set;
     ngx_flag_t                   profiling_used;
+    /* Some location has keep rules other than "all". */
+    ngx_flag_t                   keep_used;
 
     /* Set while parsing: some location traces, propagates or profiles. */
     ngx_flag_t                   used;
@@ -98,7 +105,11 @@ typedef struct {
     ngx_uint_t                   context;        /* NGX_HTTP_SPANPROF_CTX_* */
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
-    ngx_flag_t                   profiling;
+    ngx_uint_t                   profiling;      /* 0, 1, _PROFILING_VAR */
+    ngx_http_complex_value_t    *profiling_var;
+    /* otel_profiling_keep; keep_set: given at this level */
+    sp_keep_rules_t              keep;
+    ngx_flag_t                   keep_set;
     /* Traces (or may: a variable), propagates or profiles; set at merge. */
     ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;
@@ -126,6 +137,10 @@ typedef struct {
     unsigned                     client_span:1;
     unsigned                     logged:1;
     unsigned                     profiled:1;
+    /* Its keep rules did not keep it: its span has no profile id. */
+    unsigned                     unkept:1;
+    /* When its keep verdict read the clock: the span's end. */
+    uint64_t                     end_ns;
 
     /* The labels of this request's CPU samples (OTEP 4947 record), and
      * the location and method its span name was made for, when whole:
@@ -161,6 +176,8 @@ size_t ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
 
 ngx_int_t ngx_http_spanprof_profiling_init(ngx_conf_t *cf);
 void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx);
+void ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);
 ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     ngx_http_spanprof_main_conf_t *mcf);

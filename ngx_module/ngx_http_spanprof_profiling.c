@@ -20,6 +20,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_spanprof_module.h"
+#include "common/base/clock.h"
 #include "common/profile/sampler.h"
 
 
@@ -187,6 +188,26 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
 /* ---- requests ------------------------------------------------------------- */
 
+/* otel_profiling on, or its value true for r. */
+static ngx_flag_t
+ngx_http_spanprof_profiles(ngx_http_request_t *r,
+    ngx_http_spanprof_loc_conf_t *lcf)
+{
+    ngx_str_t  v;
+
+    if (lcf->profiling != NGX_HTTP_SPANPROF_PROFILING_VAR) {
+        return lcf->profiling == 1;
+    }
+    if (ngx_http_complex_value(r, lcf->profiling_var, &v) != NGX_OK) {
+        return 0;
+    }
+    return !(v.len == 0
+             || (v.len == 1 && v.data[0] == '0')
+             || (v.len == 3 && ngx_strncasecmp(v.data, (u_char *) "off", 3)
+                               == 0));
+}
+
+
 /* Called at the rewrite phase (again after internal redirects): decides
  * whether the request is profiled in its location and fills its record. */
 void
@@ -203,7 +224,7 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     }
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
-    if (!lcf->profiling) {
+    if (!ngx_http_spanprof_profiles(r, lcf)) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             ngx_http_spanprof_detach();
@@ -230,8 +251,62 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
                                                        ngx_http_core_module);
         ctx->record_method = r->method_name.data;
     }
+    /* Once some location's keep rules applied, the samples wait for the
+     * verdict, which the final location's rules give. */
+    if (!sp_keep_rules_all(&lcf->keep) && sp_keep_started()) {
+        ctx->record.sp_keep = 1;
+    }
     ctx->profiled = 1;
     ngx_http_spanprof_attach(&ctx->record);
+}
+
+
+/* At the log phase of a request whose samples wait for a verdict: its
+ * final location's keep rules decide; the verdict goes to the profile
+ * builder if the request has samples. */
+void
+ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx)
+{
+    int                            keep, failed;
+    ngx_uint_t                     i, status;
+    ngx_http_upstream_state_t     *st;
+    ngx_http_spanprof_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
+
+    failed = 0;
+    if ((lcf->keep.flags & SP_KEEP_ERRORS) && r->upstream_states != NULL) {
+        st = r->upstream_states->elts;
+        for (i = 0; i < r->upstream_states->nelts; i++) {
+            /* A peer that never answered, or answered an error that
+             * nginx then retried elsewhere. */
+            if (st[i].peer != NULL
+                && (st[i].status == 0 || st[i].status >= 500
+                    || st[i].header_time == (ngx_msec_t) -1))
+            {
+                failed = 1;
+            }
+        }
+    }
+
+    /* nginx's cached time does not move while a handler burns CPU: the
+     * clock is read, once, and the span ends then too. */
+    if (lcf->keep.flags & SP_KEEP_SLOW) {
+        ctx->end_ns = sp_now_ns();
+    }
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+    keep = sp_keep_rules_match(&lcf->keep,
+                               ctx->end_ns > ctx->start_ns
+                               ? ctx->end_ns - ctx->start_ns : 0,
+                               (int) status, failed, ctx->record.sp_cpu_ns);
+
+    /* Samples were taken (its CPU time counts them): they wait for this. */
+    if (ctx->record.sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
+        keep = 0;
+    }
+    ctx->unkept = !keep;
 }
 
 
@@ -298,6 +373,11 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
 
     /* Acted on by the exporter's tick, once a second. */
     sp_load_shedder_configure(&mcf->profiling_shed);
+    if (mcf->keep_used && sp_keep_start(SP_KEEP_CHANNEL_CAPACITY) != 0) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "spanprof: keep rules "
+                      "off: out of memory; every request's labels are kept");
+        mcf->keep_used = 0;
+    }
 
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_spanprof_process_events;

@@ -262,7 +262,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     sp_span_attr_cint(s, "http.response.body.size", sent > 0 ? sent : 0);
 
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
-    if (ctx->profiled) {
+    if (ctx->profiled && !ctx->unkept) {
         sp_hex_encode((char *) hex, ctx->span_id, SP_SPAN_ID_LEN);
         sp_span_attr_cstr(s, "pyroscope.profile.id", (const char *) hex,
                           2 * SP_SPAN_ID_LEN);
@@ -449,7 +449,7 @@ ngx_http_spanprof_export(ngx_http_request_t *r, ngx_http_spanprof_ctx_t *ctx)
     if (s == NULL) {
         return NGX_OK;      /* queue full: counted by the exporter */
     }
-    end_ns = sp_now_ns();
+    end_ns = ctx->end_ns ? ctx->end_ns : sp_now_ns();
 
     ngx_http_spanprof_server_span(r, ctx, s, end_ns);
     sp_exporter_span_end(ngx_http_spanprof_exporter, s);

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/profile/keep_rules.h"
 #include "common/profile/profile_builder.h"
 
 /* An aggregated entry: one stack with one set of labels. */
@@ -29,6 +30,27 @@ typedef struct {
     size_t     cap, n;
 } map_t;
 
+/* Samples waiting for their span's keep verdict: copies of the raw
+ * samples in one pool, each linked to the span's previous one. */
+typedef struct {
+    size_t     off;           /* into pend_pool; SIZE_MAX once decided */
+    int32_t    prev;          /* the span's earlier pending sample, -1 */
+} pend_t;
+
+/* Spans with pending samples, or decided lately (a sample committed just
+ * after its span's verdict gets that verdict). Open addressing on the
+ * span id; key 0 is an empty slot (span ids are never 0). */
+#define SPAN_PENDING  0
+#define SPAN_KEPT     1
+#define SPAN_DROPPED  2
+
+typedef struct {
+    uint64_t   key;
+    int32_t    head;          /* last pending sample, -1 */
+    uint8_t    state;
+    uint32_t   gen;           /* when decided */
+} span_t;
+
 struct sp_profile_builder {
     entry_t     *entries;
     size_t       nentries, entries_cap;
@@ -40,6 +62,15 @@ struct sp_profile_builder {
     size_t       nnames, names_cap;
     map_t        by_hash;
     uint64_t     dropped;
+
+    /* Keep rules (nothing here is touched while no sample waits). */
+    pend_t      *pend;
+    size_t       npend, pend_cap, pend_live;
+    uint8_t     *pend_pool;
+    size_t       pend_pool_len, pend_pool_cap;
+    span_t      *spans;
+    size_t       nspans, spans_cap;
+    uint32_t     gen;
 
     /* Output of the last build. */
     sp_profile_sample_t    *samples;
@@ -206,6 +237,9 @@ sp_profile_builder_free(sp_profile_builder_t *b)
     map_free(&b->loc_by_pc);
     map_free(&b->fn_by_key);
     map_free(&b->map_by_start);
+    free(b->pend);
+    free(b->pend_pool);
+    free(b->spans);
     free(b);
 }
 
@@ -235,9 +269,9 @@ intern_name(sp_profile_builder_t *b, const char *name, size_t len)
 
 static int
 same_entry(const sp_profile_builder_t *b, const entry_t *e,
-    const sp_raw_sample_t *s, int32_t name)
+    const sp_raw_sample_t *s, int has_span, int32_t name)
 {
-    return e->nframes == s->nframes && e->has_span == s->has_ctx
+    return e->nframes == s->nframes && e->has_span == has_span
            && e->name == name
            && (!e->has_span
                || (memcmp(e->trace_id, s->trace_id, SP_TRACE_ID_LEN) == 0
@@ -246,9 +280,11 @@ same_entry(const sp_profile_builder_t *b, const entry_t *e,
                      s->nframes * sizeof(uintptr_t)) == 0;
 }
 
-void
-sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
+/* Into the interval's aggregate, with its span labels or without. */
+static void
+aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
 {
+    int          has_span = labelled && s->has_ctx;
     uint64_t     h = 0;
     size_t       i, slot;
     int32_t      name = -1, idx;
@@ -256,7 +292,7 @@ sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
     const char  *n;
     size_t       nlen;
 
-    if (s->has_ctx) {
+    if (has_span) {
         nlen = sp_thread_ctx_record_span_name(s->attrs, s->attrs_len, &n);
         if (nlen > 0) {
             name = intern_name(b, n, nlen);
@@ -280,7 +316,7 @@ sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
     slot = map_find(&b->by_hash, h);
     while (b->by_hash.vals[slot] >= 0) {
         e = &b->entries[b->by_hash.vals[slot]];
-        if (same_entry(b, e, s, name)) {
+        if (same_entry(b, e, s, has_span, name)) {
             break;
         }
         slot = map_next(&b->by_hash, slot, h);
@@ -307,8 +343,8 @@ sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
         memcpy(b->frames + b->nframes, s->frames,
                s->nframes * sizeof(uintptr_t));
         b->nframes += s->nframes;
-        e->has_span = s->has_ctx;
-        if (s->has_ctx) {
+        e->has_span = (uint8_t) has_span;
+        if (has_span) {
             memcpy(e->trace_id, s->trace_id, SP_TRACE_ID_LEN);
             memcpy(e->span_id, s->span_id, SP_SPAN_ID_LEN);
         }
@@ -328,6 +364,240 @@ sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
     b->stamps[b->nstamps].entry = (uint32_t) idx;
     b->stamps[b->nstamps].ns = s->time_ns;
     b->nstamps++;
+}
+
+
+/* ---- keep rules: samples waiting for their span's verdict ---------------- */
+
+static uint64_t
+span_key(const uint8_t id[SP_SPAN_ID_LEN])
+{
+    uint64_t  k;
+
+    memcpy(&k, id, sizeof(k));
+    return k;
+}
+
+static size_t
+span_slot(const sp_profile_builder_t *b, uint64_t key)
+{
+    size_t  j = (size_t) mix(0, key) & (b->spans_cap - 1);
+
+    while (b->spans[j].key != 0 && b->spans[j].key != key) {
+        j = (j + 1) & (b->spans_cap - 1);
+    }
+    return j;
+}
+
+static int
+spans_grow(sp_profile_builder_t *b)
+{
+    size_t   i, cap = b->spans_cap ? b->spans_cap * 2 : 1024;
+    span_t  *old = b->spans;
+
+    b->spans = calloc(cap, sizeof(*b->spans));
+    if (b->spans == NULL) {
+        b->spans = old;
+        return -1;
+    }
+    i = b->spans_cap;
+    b->spans_cap = cap;
+    while (i-- > 0) {
+        if (old[i].key != 0) {
+            b->spans[span_slot(b, old[i].key)] = old[i];
+        }
+    }
+    free(old);
+    return 0;
+}
+
+/* The span's entry, made if missing (and create); NULL when the table is
+ * at its bound (or out of memory). */
+static span_t *
+span_get(sp_profile_builder_t *b, uint64_t key, int create)
+{
+    span_t  *sp;
+
+    if (b->spans_cap == 0 || (b->nspans + 1) * 4 > b->spans_cap * 3) {
+        if (b->spans_cap >= SP_PROFILE_MAX_SPANS || spans_grow(b) != 0) {
+            if (b->spans_cap == 0) {
+                return NULL;
+            }
+            create = 0;
+        }
+    }
+    sp = &b->spans[span_slot(b, key)];
+    if (sp->key == 0) {
+        if (!create) {
+            return NULL;
+        }
+        sp->key = key;
+        sp->head = -1;
+        sp->state = SPAN_PENDING;
+        b->nspans++;
+    }
+    return sp;
+}
+
+static const sp_raw_sample_t *
+pend_sample(const sp_profile_builder_t *b, size_t i)
+{
+    return (const sp_raw_sample_t *) (b->pend_pool + b->pend[i].off);
+}
+
+static size_t
+raw_size(const sp_raw_sample_t *s)
+{
+    /* Kept aligned for the next copy in the pool. */
+    return (sizeof(sp_raw_sample_t) + s->nframes * sizeof(uintptr_t) + 15)
+           & ~(size_t) 15;
+}
+
+/* Holds a labelled sample until its span is decided. 0, or -1 when the
+ * bounds are reached. */
+static int
+pend_add(sp_profile_builder_t *b, span_t *sp, const sp_raw_sample_t *s)
+{
+    size_t  size = raw_size(s);
+
+    if (b->pend_live >= SP_PROFILE_MAX_PENDING
+        || b->pend_pool_len + size > SP_PROFILE_MAX_PENDING_BYTES
+        || grow((void **) &b->pend, &b->pend_cap, b->npend + 1,
+                sizeof(pend_t)) != 0
+        || grow((void **) &b->pend_pool, &b->pend_pool_cap,
+                b->pend_pool_len + size, 1) != 0)
+    {
+        return -1;
+    }
+    memcpy(b->pend_pool + b->pend_pool_len, s,
+           sizeof(sp_raw_sample_t) + s->nframes * sizeof(uintptr_t));
+    b->pend[b->npend].off = b->pend_pool_len;
+    b->pend[b->npend].prev = sp->head;
+    sp->head = (int32_t) b->npend++;
+    b->pend_pool_len += size;
+    b->pend_live++;
+    return 0;
+}
+
+void
+sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
+{
+    span_t  *sp;
+    uint64_t key;
+
+    if (!s->has_ctx || !s->keep_pending) {
+        aggregate(b, s, 1);
+        return;
+    }
+    key = span_key(s->span_id);
+    sp = key != 0 ? span_get(b, key, 1) : NULL;
+    if (sp != NULL && sp->state != SPAN_PENDING) {
+        aggregate(b, s, sp->state == SPAN_KEPT);
+        sp_keep_count(sp->state == SPAN_KEPT, sp->state != SPAN_KEPT, 0);
+        return;
+    }
+    if (sp == NULL || pend_add(b, sp, s) != 0) {
+        aggregate(b, s, 0);
+        sp_keep_count(0, 0, 1);
+        return;
+    }
+    sp_keep_set_pending(b->pend_live);
+}
+
+void
+sp_profile_builder_decide(sp_profile_builder_t *b, const sp_verdict_t *v,
+    size_t n)
+{
+    size_t    i;
+    int32_t   j;
+    uint64_t  key, done;
+    span_t   *sp;
+
+    for (i = 0; i < n; i++) {
+        key = span_key(v[i].span_id);
+        sp = key != 0 ? span_get(b, key, 1) : NULL;
+        if (sp == NULL || sp->state != SPAN_PENDING) {
+            continue;
+        }
+        done = 0;
+        for (j = sp->head; j >= 0; j = b->pend[j].prev) {
+            aggregate(b, pend_sample(b, (size_t) j), v[i].keep);
+            b->pend[j].off = SIZE_MAX;
+            done++;
+        }
+        b->pend_live -= done;
+        sp->head = -1;
+        sp->state = v[i].keep ? SPAN_KEPT : SPAN_DROPPED;
+        sp->gen = b->gen;
+        sp_keep_count(v[i].keep ? done : 0, v[i].keep ? 0 : done, 0);
+    }
+    sp_keep_set_pending(b->pend_live);
+}
+
+void
+sp_profile_builder_expire(sp_profile_builder_t *b, uint64_t older_than_ns)
+{
+    size_t           i, npend = 0, len = 0, size, cap;
+    uint64_t         forced = 0;
+    span_t          *old, *sp;
+    const sp_raw_sample_t  *s;
+
+    if (b->spans_cap == 0) {
+        return;
+    }
+    /* Spans decided before the last interval are forgotten. */
+    old = b->spans;
+    cap = b->spans_cap;
+    b->spans = calloc(cap, sizeof(*b->spans));
+    if (b->spans == NULL) {
+        b->spans = old;
+        return;
+    }
+    b->nspans = 0;
+    for (i = 0; i < cap; i++) {
+        if (old[i].key != 0 && old[i].state != SPAN_PENDING
+            && old[i].gen == b->gen)
+        {
+            sp = &b->spans[span_slot(b, old[i].key)];
+            *sp = old[i];
+            b->nspans++;
+        }
+    }
+    free(old);
+
+    /* Too old ones lose their labels; the others are packed and linked
+     * again, oldest first. */
+    for (i = 0; i < b->npend; i++) {
+        if (b->pend[i].off == SIZE_MAX) {
+            continue;
+        }
+        s = pend_sample(b, i);
+        if (s->time_ns < older_than_ns
+            || (sp = span_get(b, span_key(s->span_id), 1)) == NULL)
+        {
+            aggregate(b, s, 0);
+            forced++;
+            continue;
+        }
+        size = raw_size(s);
+        memmove(b->pend_pool + len, s, size);
+        b->pend[npend].off = len;
+        b->pend[npend].prev = sp->head;
+        sp->head = (int32_t) npend++;
+        len += size;
+    }
+    b->npend = npend;
+    b->pend_live = npend;
+    b->pend_pool_len = len;
+    b->gen++;
+    sp_keep_count(0, 0, forced);
+    sp_keep_set_pending(b->pend_live);
+}
+
+size_t
+sp_profile_builder_pending(const sp_profile_builder_t *b)
+{
+    return b->pend_live;
 }
 
 size_t

@@ -10,6 +10,7 @@
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/base/clock.h"
+#include "common/profile/keep_rules.h"
 #include "common/profile/loader_snapshot.h"
 #include "common/export/otlp_profiles.h"
 #include "common/export/pprof.h"
@@ -93,8 +94,8 @@ sp_profile_export_free(sp_profile_export_t *pe)
     free(pe);
 }
 
-void
-sp_profile_export_drain(sp_profile_export_t *pe)
+static void
+drain_ring(sp_profile_export_t *pe)
 {
     sp_raw_sample_t  *s[256];
     size_t            n, i;
@@ -105,6 +106,21 @@ sp_profile_export_drain(sp_profile_export_t *pe)
         }
         sp_sampler_release(n);
     }
+}
+
+void
+sp_profile_export_drain(sp_profile_export_t *pe)
+{
+    sp_verdict_t  v[512];
+    size_t        n;
+
+    /* Keep verdicts are taken before the ring is drained: the samples of
+     * a span that were taken before its verdict was sent are then in. */
+    do {
+        n = sp_keep_take(v, 512);
+        drain_ring(pe);
+        sp_profile_builder_decide(pe->builder, v, n);
+    } while (n == 512);
 }
 
 uint64_t
@@ -263,6 +279,13 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
     }
     /* New libraries get unwound through from the next sample on. */
     sp_loader_snapshot_refresh();
+
+    /* Samples still waiting for a keep verdict go out with a later
+     * profile, unless too old; once the sampler stopped (the process
+     * ends), all of them now, without labels. */
+    sp_profile_builder_expire(pe->builder, !sp_sampler_running()
+                              ? UINT64_MAX
+                              : end - SP_PROFILE_EXPORT_PENDING_MAX_MS * MS);
 
     if (sp_profile_builder_samples(pe->builder) > 0) {
         pe->samples += sp_profile_builder_samples(pe->builder);

@@ -44,6 +44,9 @@ uint64_t sp_profile_export_due(const sp_profile_export_t *pe);
  * one keeps its samples, goes on growing, and is due again in
  * SP_PROFILE_EXPORT_RETRY_MS (nothing is dropped for a slow collector). */
 #define SP_PROFILE_EXPORT_RETRY_MS  50
+/* Samples waiting this long for their request's keep verdict go out
+ * unlabelled (keep_rules.h). */
+#define SP_PROFILE_EXPORT_PENDING_MAX_MS  60000
 int sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms);
 
 /* A post is still under way. */

@@ -44,7 +44,6 @@ static int                    installed;
 static struct sigaction       old_action;
 static _Atomic uint64_t       n_samples, n_skipped_loader, n_reentered;
 static __thread thread_state_t  ts;
-
 static pthread_mutex_t        reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static reg_entry_t           *reg;
 static size_t                 reg_n, reg_cap;
@@ -67,7 +66,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     sp_thread_ctx_record_t  *rec;
     uintptr_t                pc;
     int                      n, i, overrun;
-    uint32_t                 period;
+    uint32_t                 period, weight;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
@@ -82,19 +81,27 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     }
     ts.busy = 1;
 
+    overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
+    weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+
+    /* The request's own CPU time, counted even if the ring is full. */
+    rec = sp_thread_ctx_current();
+    if (rec != NULL && rec->valid) {
+        rec->sp_cpu_ns += (uint64_t) weight * period;
+    }
+
     s = sp_slot_ring_reserve(&ring);
     if (s == NULL) {
         goto done;      /* counted by the ring */
     }
 
     s->time_ns = sp_now_ns();
-    overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
-    s->weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    s->weight = weight;
     s->period_ns = period;
 
-    rec = sp_thread_ctx_current();
     s->has_ctx = 0;
     s->attrs_len = 0;
+    s->keep_pending = 0;
     if (rec != NULL && rec->valid) {
         memcpy(s->trace_id, rec->trace_id, SP_TRACE_ID_LEN);
         memcpy(s->span_id, rec->span_id, SP_SPAN_ID_LEN);
@@ -104,6 +111,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
         }
         memcpy(s->attrs, rec->attrs_data, (size_t) n);
         s->attrs_len = (uint8_t) n;
+        s->keep_pending = rec->sp_keep;
         s->has_ctx = 1;
     }
 

@@ -25,6 +25,7 @@ typedef struct {
     uint16_t   nframes;           /* frames[0] is the interrupted pc */
     uint8_t    has_ctx;
     uint8_t    attrs_len;
+    uint8_t    keep_pending;      /* labels wait for a keep verdict */
     uint8_t    trace_id[SP_TRACE_ID_LEN];
     uint8_t    span_id[SP_SPAN_ID_LEN];
     uint8_t    attrs[SP_THREAD_CTX_ATTRS_MAX];

@@ -37,6 +37,17 @@ typedef struct {
     uint8_t   trace_flags;                 /* W3C trace-flags byte */
     uint16_t  attrs_data_size;
     uint8_t   attrs_data[SP_THREAD_CTX_ATTRS_MAX];
+
+    /* spanprof's own, after the OTEP 4947 layout (whose readers stop at
+     * attrs_data_size); sp_thread_ctx_record_init() leaves them alone,
+     * the server glue zeroes them when it makes the record:
+     * sp_cpu_ns   CPU time of the samples taken while the record was
+     *             attached (added by the SIGPROF handler: the request's
+     *             own CPU time, with no clock read on the request path);
+     * sp_keep     the samples wait for the request's keep verdict
+     *             (keep_rules.h), copied into each sample. */
+    uint64_t  sp_cpu_ns;
+    uint8_t   sp_keep;
 } sp_thread_ctx_record_t;
 
 extern __thread sp_thread_ctx_record_t *otel_thread_ctx_v1;

@@ -12,6 +12,7 @@
  *                               spanprof_apache_burn_beta()), then answers
  *                               "alpha 300 <pid> <tid>\n".
  *   GET /burn?fn=wait&ms=300    answers after 300 ms without using CPU.
+ *   ...&status=500              answers with that status (default 200).
  *
  *   SpanprofSpin <iterations>   (server config) runs a register-only loop
  *                               in log_transaction of every request, for
@@ -110,7 +111,7 @@ spanprof_burn_arg(request_rec *r, const char *name)
 static int
 spanprof_burn_handler(request_rec *r)
 {
-    const char  *fn, *ms_s;
+    const char  *fn, *ms_s, *st;
     long         ms;
 
     if (r->handler == NULL || strcmp(r->handler, "spanprof-burn") != 0) {
@@ -134,6 +135,10 @@ spanprof_burn_handler(request_rec *r)
         return HTTP_BAD_REQUEST;
     }
 
+    st = spanprof_burn_arg(r, "status");
+    if (st != NULL && strtol(st, NULL, 10) >= 100) {
+        r->status = (int) strtol(st, NULL, 10);
+    }
     ap_set_content_type(r, "text/plain");
     ap_rprintf(r, "%s %ld %d %ld\n", fn, ms, (int) getpid(),
                (long) syscall(SYS_gettid));

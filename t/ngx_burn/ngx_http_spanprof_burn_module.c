@@ -7,6 +7,8 @@
  *       spanprof_burn_beta(); with slices > 1 it burns a slice, then yields
  *       to the event loop on a 1 ms timer of the connection's write event
  *       (as limit_req delays do) before the next slice.
+ *   spanprof_burn_status <code>;
+ *       the status burners and waiters answer with (default 200).
  *   spanprof_wait <ms>;
  *       answers after <ms> without using CPU (a slow upstream).
  *   spanprof_spin <iterations>;            (http, server, location)
@@ -29,6 +31,7 @@ typedef struct {
     ngx_msec_t   total;
     ngx_uint_t   slices;
     ngx_uint_t   spin;          /* spanprof_spin iterations */
+    ngx_uint_t   status;        /* spanprof_burn_status */
 } ngx_http_spanprof_burn_loc_conf_t;
 
 
@@ -62,6 +65,13 @@ static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
       ngx_http_spanprof_wait,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
+      NULL },
+
+    { ngx_string("spanprof_burn_status"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_burn_loc_conf_t, status),
       NULL },
 
     { ngx_string("spanprof_spin"),
@@ -140,11 +150,13 @@ spanprof_burn_beta(ngx_msec_t ms)
 static ngx_int_t
 ngx_http_spanprof_burn_respond(ngx_http_request_t *r)
 {
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
+    ngx_int_t                           rc;
+    ngx_buf_t                          *b;
+    ngx_chain_t                         out;
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
 
-    r->headers_out.status = NGX_HTTP_OK;
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
+    r->headers_out.status = lcf->status;
     r->headers_out.content_length_n = 5;
     ngx_str_set(&r->headers_out.content_type, "text/plain");
 
@@ -304,6 +316,7 @@ ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf)
         return NULL;
     }
     lcf->spin = NGX_CONF_UNSET_UINT;
+    lcf->status = NGX_CONF_UNSET_UINT;
 
     return lcf;
 }
@@ -317,6 +330,7 @@ ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf, void *parent,
     ngx_http_spanprof_burn_loc_conf_t  *conf = child;
 
     ngx_conf_merge_uint_value(conf->spin, prev->spin, 0);
+    ngx_conf_merge_uint_value(conf->status, prev->status, NGX_HTTP_OK);
 
     return NGX_CONF_OK;
 }
