@@ -65,6 +65,7 @@ typedef struct {
     int                  profiling_rate;
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
+    apr_int64_t          profiling_max_size;  /* bytes */
     const char          *pyroscope;
 
     /* Per virtual host, set after the configuration is read: some section

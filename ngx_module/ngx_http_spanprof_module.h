@@ -72,6 +72,7 @@ typedef struct {
     ngx_uint_t                   profiling_rate;
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
+    size_t                       profiling_max_size;
     ngx_str_t                    pyroscope;
     ngx_flag_t                   profiling_used;
 
