@@ -29,6 +29,7 @@
 #include "common/base/clock.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
+#include "common/profile/profile_truncate.h"
 #include "common/trace/resource.h"
 #include "common/profile/sampler.h"
 
@@ -56,6 +57,7 @@ spanprof_create_srv_conf(apr_pool_t *p, server_rec *s)
     sc->profiling_rate = SPANPROF_UNSET;
     sc->profiling_interval_ms = SPANPROF_UNSET;
     sc->profiling_max_depth = SPANPROF_UNSET;
+    sc->profiling_max_size = SPANPROF_UNSET;
     return sc;
 }
 
@@ -431,6 +433,39 @@ spanprof_set_profiling_depth(cmd_parms *cmd, void *dummy, const char *arg)
 }
 
 
+/* OtelProfilingMaxSize: bytes, with an optional k, m or g (1024-based), as
+ * nginx's sizes. */
+static const char *
+spanprof_set_profiling_max_size(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char          *why;
+    char                *end;
+    unsigned long long   v, unit = 1;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    errno = 0;
+    v = strtoull(arg, &end, 10);
+    if (end != arg && end[0] != '\0' && end[1] == '\0') {
+        switch (end[0]) {
+        case 'k': case 'K': unit = 1024; end++; break;
+        case 'm': case 'M': unit = 1024 * 1024; end++; break;
+        case 'g': case 'G': unit = 1024 * 1024 * 1024; end++; break;
+        }
+    }
+    if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
+        || v > (1ull << 30) / unit || v * unit < SP_PROFILE_MAX_SIZE_MIN)
+    {
+        return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
+                            "bytes (k, m or g after the number) from 1k to "
+                            "1g", cmd->cmd->name, arg);
+    }
+    spanprof_srv(cmd)->profiling_max_size = (apr_int64_t) (v * unit);
+    return NULL;
+}
+
+
 static const char *
 spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
 {
@@ -694,6 +729,9 @@ static const command_rec  spanprof_cmds[] = {
     AP_INIT_TAKE1("OtelProfilingShed", spanprof_set_profiling_shed, NULL,
         RSRC_CONF, "off (default), cpu=PERCENT or cpu=PERCENT,pause: lower "
         "the sampling rate while a child's CPU use is above PERCENT"),
+    AP_INIT_TAKE1("OtelProfilingMaxSize", spanprof_set_profiling_max_size,
+        NULL, RSRC_CONF, "bytes of one encoded profile, past which the "
+        "least-sampled stacks are merged into [truncated] (default 10m)"),
     AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
         RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
 
@@ -1196,6 +1234,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.profiles_interval_ms = sc->profiling_interval_ms != SPANPROF_UNSET
                               ? sc->profiling_interval_ms : 10000;
     ec.pyroscope_url = sc->pyroscope;
+    ec.profiles_max_size = sc->profiling_max_size != SPANPROF_UNSET
+                           ? (size_t) sc->profiling_max_size
+                           : SP_PROFILE_MAX_SIZE_DEFAULT;
     spanprof_files_child(&ec);
 
     /* The exporter thread (and what it starts) takes no signal: the

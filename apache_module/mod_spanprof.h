@@ -70,6 +70,7 @@ typedef struct {
     int                  profiling_rate;
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
+    apr_int64_t          profiling_max_size;  /* bytes */
     const char          *pyroscope;
     sp_load_shedder_conf_t  profiling_shed;   /* zero: off */
 

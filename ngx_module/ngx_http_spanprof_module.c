@@ -11,6 +11,7 @@
 #include "common/base/clock.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
+#include "common/profile/profile_truncate.h"
 #include "common/trace/resource.h"
 #include "common/profile/sampler.h"
 
@@ -93,6 +94,11 @@ static ngx_conf_num_bounds_t  ngx_http_spanprof_rate_bounds = {
 
 static ngx_conf_num_bounds_t  ngx_http_spanprof_depth_bounds = {
     ngx_conf_check_num_bounds, 1, SP_SAMPLER_MAX_DEPTH
+};
+
+/* bytes of one encoded profile: 1k to 1g */
+static ngx_conf_num_bounds_t  ngx_http_spanprof_max_size_bounds = {
+    ngx_conf_check_num_bounds, SP_PROFILE_MAX_SIZE_MIN, 1024 * 1024 * 1024
 };
 
 
@@ -236,6 +242,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
+
+    { ngx_string("otel_profiling_max_size"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_max_size),
+      &ngx_http_spanprof_max_size_bounds },
 
     { ngx_string("otel_profiling_pyroscope"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -443,6 +456,7 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
     mcf->profiling_rate = NGX_CONF_UNSET_UINT;
     mcf->profiling_interval = NGX_CONF_UNSET_MSEC;
     mcf->profiling_max_depth = NGX_CONF_UNSET_UINT;
+    mcf->profiling_max_size = NGX_CONF_UNSET_SIZE;
 
     return mcf;
 }
@@ -466,6 +480,8 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->profiling_rate, 100);
     ngx_conf_init_msec_value(mcf->profiling_interval, 10000);
     ngx_conf_init_uint_value(mcf->profiling_max_depth, 64);
+    ngx_conf_init_size_value(mcf->profiling_max_size,
+                             SP_PROFILE_MAX_SIZE_DEFAULT);
 
     return NGX_CONF_OK;
 }
@@ -1276,6 +1292,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.log.fn = ngx_http_spanprof_log;
     ec.profiling = (int) mcf->profiling_used;
     ec.profiles_interval_ms = mcf->profiling_interval;
+    ec.profiles_max_size = mcf->profiling_max_size;
     ec.pyroscope_url = mcf->pyroscope.len ? (const char *) mcf->pyroscope.data
                                           : NULL;
     ngx_http_spanprof_files_worker(mcf, &ec, &files);

@@ -78,6 +78,7 @@ typedef struct {
     ngx_uint_t                   profiling_rate;
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
+    size_t                       profiling_max_size;
     ngx_str_t                    pyroscope;
     sp_load_shedder_conf_t       profiling_shed;  /* zero: off */
     ngx_flag_t                   profiling_shed_set;

@@ -128,6 +128,7 @@ OtelResourceAttr deployment.environment test
 OtelProfilingRate 99
 OtelProfilingInterval 10
 OtelProfilingMaxDepth 128
+OtelProfilingMaxSize 4m
 OtelProfilingPyroscope http://127.0.0.1:4040/
 OtelTrace On
 OtelTraceContext propagate

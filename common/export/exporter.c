@@ -808,6 +808,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             .resource = &e->resource,
             .interval_ms = conf->profiles_interval_ms
                            ? conf->profiles_interval_ms : 10000,
+            .max_size = conf->profiles_max_size,
             .log = &e->conf.log,
         });
         if (e->profiles == NULL) {

@@ -68,6 +68,7 @@ typedef struct {
     int                  profiling;
     uint64_t             profiles_interval_ms;
     const char          *pyroscope_url;      /* NULL: none */
+    size_t               profiles_max_size;  /* bytes; 0: the default */
 
     /* Opened by the server's master/parent before workers drop their
      * privileges (NULL: by path, in this process); both must outlive

@@ -252,7 +252,7 @@ sample_ns(int64_t count, uint64_t period)
 
 static pb_sample_t *
 sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
-    const sp_profile_sample_t *ps)
+    const sp_profile_sample_t *ps, sp_pprof_span_labels_t span_labels)
 {
     static const pb_sample_t  init = PERFTOOLS__PROFILES__SAMPLE__INIT;
     pb_sample_t              *s;
@@ -292,8 +292,10 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
         if (s->label == NULL) {
             return NULL;
         }
-        s->label[s->n_label++] = str_label(a, t, "trace_id",
-            hex(a, ps->trace_id, SP_TRACE_ID_LEN));
+        if (span_labels == SP_PPROF_SPAN_LABELS_TRACE) {
+            s->label[s->n_label++] = str_label(a, t, "trace_id",
+                hex(a, ps->trace_id, SP_TRACE_ID_LEN));
+        }
         s->label[s->n_label++] = str_label(a, t, "span_id",
             hex(a, ps->span_id, SP_SPAN_ID_LEN));
         if (ps->span_name != NULL) {
@@ -310,7 +312,8 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
 }
 
 static pb_profile_t *
-build_profile(sp_arena_t *a, const sp_profile_t *p)
+build_profile(sp_arena_t *a, const sp_profile_t *p,
+    sp_pprof_span_labels_t span_labels)
 {
     static const pb_profile_t  init = PERFTOOLS__PROFILES__PROFILE__INIT;
     pb_profile_t              *pr;
@@ -360,7 +363,8 @@ build_profile(sp_arena_t *a, const sp_profile_t *p)
         return NULL;
     }
     for (i = 0; i < p->nsamples; i++) {
-        pr->sample[i] = sample_to_pb(a, p, &t, &p->samples[i]);
+        pr->sample[i] = sample_to_pb(a, p, &t, &p->samples[i],
+                                     span_labels);
         if (pr->sample[i] == NULL) {
             return NULL;
         }
@@ -376,9 +380,18 @@ int
 sp_pprof_encode(sp_arena_t *a, const sp_profile_t *p, int gzip,
     sp_buf_t *out)
 {
-    pb_profile_t  *pr = build_profile(a, p);
+    return sp_pprof_encode_opts(a, p, &(sp_pprof_opts_t) {
+        .gzip = gzip, .span_labels = SP_PPROF_SPAN_LABELS_TRACE }, out);
+}
+
+int
+sp_pprof_encode_opts(sp_arena_t *a, const sp_profile_t *p,
+    const sp_pprof_opts_t *o, sp_buf_t *out)
+{
+    pb_profile_t  *pr = build_profile(a, p, o->span_labels);
     size_t         size, len0 = out->len;
     uint8_t       *tmp;
+    int            gzip = o->gzip;
 
     if (pr == NULL) {
         return -1;

@@ -5,8 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/base/clock.h"
@@ -16,6 +14,8 @@
 #include "common/export/pprof.h"
 #include "common/profile/profile_builder.h"
 #include "common/profile/profile_export.h"
+#include "common/profile/profile_truncate.h"
+#include "common/profile/pyroscope_ingest.h"
 #include "common/profile/sampler.h"
 #include "common/profile/symbols.h"
 
@@ -29,6 +29,7 @@ struct sp_profile_export {
     sp_http_client_t         *otlp;
     sp_http_client_t         *pyroscope;
     sp_arena_t                arena;
+    sp_arena_t                trunc_arena;   /* a truncated copy */
     sp_buf_t                  otlp_body;     /* each kept until sent */
     sp_buf_t                  body;          /* pprof */
     sp_buf_t                  form;
@@ -48,6 +49,9 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
         return NULL;
     }
     pe->conf = *c;
+    if (pe->conf.max_size == 0) {
+        pe->conf.max_size = SP_PROFILE_MAX_SIZE_DEFAULT;
+    }
     pe->builder = sp_profile_builder_new();
     pe->symbolizer = sp_symbolizer_new(pe->conf.symbol_files);
     sp_buf_init(&pe->otlp_body);
@@ -71,6 +75,7 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
         return NULL;
     }
     sp_arena_init(&pe->arena, 256 * 1024);
+    sp_arena_init(&pe->trunc_arena, 64 * 1024);
     pe->start_ns = sp_now_ns();
     pe->due = sp_mono_ns() + c->interval_ms * MS;
     return pe;
@@ -87,6 +92,7 @@ sp_profile_export_free(sp_profile_export_t *pe)
     sp_http_client_free(pe->otlp);
     sp_http_client_free(pe->pyroscope);
     sp_arena_free(&pe->arena);
+    sp_arena_free(&pe->trunc_arena);
     sp_buf_free(&pe->otlp_body);
     sp_buf_free(&pe->body);
     sp_buf_free(&pe->form);
@@ -213,34 +219,24 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     uint64_t timeout_ms)
 {
     static const char  boundary[] = "spanprof-7d1c2a9e4b";
-    const char        *service = sp_resource_get(p->resource, "service.name");
-    char              *name, *url;
+    sp_buf_t           url;
     char               ct[96];
-    char               app[512];
-    size_t             len;
 
-    /* The application name carries the service as a Pyroscope label. */
-    snprintf(app, sizeof(app), "%s{service_name=%s}",
-             service ? service : "spanprof", service ? service : "spanprof");
-    name = curl_easy_escape(NULL, app, 0);
-    if (name == NULL || sp_http_client_busy(pe->pyroscope)) {
-        curl_free(name);
+    if (sp_http_client_busy(pe->pyroscope)) {
         fail(pe, "profile export to %s skipped: %s", pe->conf.pyroscope_url,
-             name == NULL ? "out of memory" : "the last one is still being "
-             "sent");
+             "the last one is still being sent");
         return;
     }
-    len = strlen(pe->conf.pyroscope_url) + strlen(name) + 160;
-    url = malloc(len);
-    if (url == NULL) {
-        curl_free(name);
+    sp_buf_init(&url);
+    sp_pyroscope_ingest_url(pe->conf.pyroscope_url, p->resource, p->start_ns,
+                            p->end_ns, &url);
+    sp_buf_append_char(&url, '\0');
+    if (sp_buf_failed(&url)) {
+        sp_buf_free(&url);
+        fail(pe, "profile export to %s skipped: %s", pe->conf.pyroscope_url,
+             "out of memory");
         return;
     }
-    snprintf(url, len, "%s/ingest?name=%s&from=%llu&until=%llu"
-             "&format=pprof&spyName=spanprof", pe->conf.pyroscope_url, name,
-             (unsigned long long) (p->start_ns / 1000000000ull),
-             (unsigned long long) ((p->end_ns + 999999999ull) / 1000000000ull));
-    curl_free(name);
 
     sp_buf_reset(&pe->form);
     sp_buf_appendf(&pe->form, "--%s\r\nContent-Disposition: form-data; "
@@ -249,12 +245,59 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     sp_buf_append(&pe->form, pe->body.data, pe->body.len);
     sp_buf_appendf(&pe->form, "\r\n--%s--\r\n", boundary);
 
+    /* The URL lives until the post is done (the buffer's bytes, owned). */
     free(pe->pyroscope_req);
-    pe->pyroscope_req = url;
+    pe->pyroscope_req = (char *) url.data;
     if (!sp_buf_failed(&pe->form)) {
         snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%s", boundary);
-        post(pe, pe->pyroscope, url, ct, &pe->form, timeout_ms);
+        post(pe, pe->pyroscope, pe->pyroscope_req, ct, &pe->form, timeout_ms);
     }
+}
+
+static int
+encode_otlp(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+{
+    return sp_otlp_profiles_encode(a, p, out);
+}
+
+static int
+encode_pprof(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+{
+    return sp_pprof_encode_opts(a, p, ud, out);
+}
+
+/* Encodes p for one output into out within max_size; 0 when there is
+ * something to send. */
+static int
+encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
+    sp_profile_encoder_t enc, void *ud, sp_buf_t *out)
+{
+    sp_profile_truncation_t  r;
+    char                     why[256];
+    int                      rc;
+
+    rc = sp_profile_encode_bounded(&pe->arena, &pe->trunc_arena, p,
+                                   pe->conf.max_size, enc, ud, out, &r);
+    sp_arena_reset(&pe->trunc_arena);
+    if (rc < 0) {
+        fail(pe, "cannot encode the %s profile%s", what, "");
+        return -1;
+    }
+    if (rc > 0) {
+        snprintf(why, sizeof(why), " (%zu bytes) does not fit "
+                 "otel_profiling_max_size %zu even with every stack merged "
+                 "into [truncated]: dropped", r.size, pe->conf.max_size);
+        fail(pe, "the %s profile%s", what, why);
+        return -1;
+    }
+    if (r.merged_entries > 0) {
+        sp_logf(pe->conf.log, SP_LOG_INFO, "spanprof: %s profile truncated "
+                "to otel_profiling_max_size %zu (%zu bytes): %zu of %zu "
+                "stacks, %lld of %lld samples merged into [truncated]", what,
+                pe->conf.max_size, r.size, r.merged_entries, r.entries,
+                (long long) r.merged_samples, (long long) r.samples);
+    }
+    return 0;
 }
 
 int
@@ -297,28 +340,29 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
-            if (pe->otlp != NULL) {
-                sp_buf_reset(&pe->otlp_body);
-                if (sp_otlp_profiles_encode(&pe->arena, &p, &pe->otlp_body)
-                    == 0)
-                {
-                    post(pe, pe->otlp, pe->conf.otlp_url,
-                         "application/x-protobuf", &pe->otlp_body,
-                         timeout_ms);
-                }
-                sp_arena_reset(&pe->arena);
+            if (pe->otlp != NULL
+                && encode(pe, "OTLP", &p, encode_otlp, NULL,
+                          &pe->otlp_body) == 0)
+            {
+                post(pe, pe->otlp, pe->conf.otlp_url,
+                     "application/x-protobuf", &pe->otlp_body, timeout_ms);
             }
-            if (pe->conf.file != NULL || pe->pyroscope != NULL) {
-                sp_buf_reset(&pe->body);
-                if (sp_pprof_encode(&pe->arena, &p, 1, &pe->body) == 0) {
-                    if (pe->conf.file != NULL) {
-                        write_pprof_file(pe);
-                    }
-                    if (pe->pyroscope != NULL) {
-                        send_pyroscope(pe, &p, timeout_ms);
-                    }
-                }
-                sp_arena_reset(&pe->arena);
+            /* Files keep the trace id; Pyroscope gets span labels only. */
+            if (pe->conf.file != NULL
+                && encode(pe, "pprof file", &p, encode_pprof,
+                          &(sp_pprof_opts_t) { .gzip = 1,
+                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE },
+                          &pe->body) == 0)
+            {
+                write_pprof_file(pe);
+            }
+            if (pe->pyroscope != NULL
+                && encode(pe, "Pyroscope", &p, encode_pprof,
+                          &(sp_pprof_opts_t) { .gzip = 1,
+                              .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },
+                          &pe->body) == 0)
+            {
+                send_pyroscope(pe, &p, timeout_ms);
             }
         }
     }

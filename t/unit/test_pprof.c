@@ -62,6 +62,41 @@ test_empty(sp_arena_t *a)
     sp_arena_reset(a);
 }
 
+/* Pyroscope's span labels: span_id and span_name, no trace_id. */
+static void
+test_pyroscope_labels(sp_arena_t *a)
+{
+    sp_buf_t  out;
+    char      path[160], cmd[512], *t;
+
+    sp_buf_init(&out);
+    is_int(sp_pprof_encode_opts(a, &prof, &(sp_pprof_opts_t) {
+               .gzip = 0, .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },
+               &out), 0, "encode with Pyroscope's span labels");
+    sp_arena_reset(a);
+    snprintf(path, sizeof(path), "%s/pyroscope.pb", tmpdir);
+    ok(write_file(path, out.data, out.len) == 0, "written");
+    snprintf(cmd, sizeof(cmd),
+             "protoc --decode=perftools.profiles.Profile -I proto "
+             "proto/pprof/profile.proto < %s", path);
+    t = run(cmd);
+    ok(t != NULL, "protoc decodes it");
+    if (t == NULL) {
+        t = strdup("");
+    }
+    ok(strstr(t, "string_table: \"span_id\"\n") != NULL
+       && strstr(t, "string_table: \"" SPAN1_HEX "\"\n") != NULL
+       && strstr(t, "string_table: \"" SPAN2_HEX "\"\n") != NULL,
+       "span_id labels of both spans");
+    ok(strstr(t, "string_table: \"span_name\"\n") != NULL
+       && strstr(t, "string_table: \"GET /api/users\"\n") != NULL,
+       "span_name label");
+    ok(strstr(t, "trace_id") == NULL && strstr(t, TRACE1_HEX) == NULL
+       && strstr(t, TRACE2_HEX) == NULL, "no trace_id label, no trace id");
+    free(t);
+    sp_buf_free(&out);
+}
+
 int
 main(void)
 {
@@ -274,6 +309,7 @@ main(void)
 
     test_bad_profile(&a);
     test_empty(&a);
+    test_pyroscope_labels(&a);
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) {

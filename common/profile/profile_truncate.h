@@ -1,0 +1,64 @@
+#ifndef SP_PROFILE_TRUNCATE_H
+#define SP_PROFILE_TRUNCATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/arena.h"
+#include "common/base/buf.h"
+#include "common/profile/profile.h"
+
+/* The size bound of one encoded profile (otel_profiling_max_size). When an
+ * output's encoding of a profile is larger than the bound, the profile's
+ * least-sampled entries (a stack with its span labels) are merged into one
+ * sample whose stack is the single frame "[truncated]" (no mapping, no span
+ * labels: all together, since the label sets are what makes a profile big),
+ * and the copy is encoded again; the sample counts stay what they were.
+ * Exporter side only. */
+
+#define SP_PROFILE_TRUNCATED_FUNCTION  "[truncated]"
+#define SP_PROFILE_MAX_SIZE_DEFAULT    (10 * 1024 * 1024)
+/* Below this no useful profile fits (an empty pprof is ~60 bytes, an OTLP
+ * request with its resource some hundreds). */
+#define SP_PROFILE_MAX_SIZE_MIN        1024
+
+/* A copy of p in out (allocated in a; p's strings are shared) with the
+ * `keep` most-sampled entries of p (ties: the earlier first), in p's order,
+ * then, when any is left, one "[truncated]" sample counting all the others;
+ * the tables hold only what the copy uses. *merged: the entries and samples
+ * merged (both 0 when keep >= p->nsamples: out is then p itself). 0, or -1
+ * on allocation failure or indices out of range. */
+int sp_profile_truncate(sp_arena_t *a, const sp_profile_t *p, size_t keep,
+    sp_profile_t *out, size_t *merged_entries, int64_t *merged_samples);
+
+/* An encoder: appends p's encoding to out (building in a); 0 or -1. */
+typedef int (*sp_profile_encoder_t)(void *ud, sp_arena_t *a,
+    const sp_profile_t *p, sp_buf_t *out);
+
+typedef struct {
+    size_t   entries, merged_entries;   /* of the profile; merged */
+    int64_t  samples, merged_samples;
+    size_t   size;                      /* bytes of the first encoding */
+} sp_profile_truncation_t;
+
+/* Encodes p with enc into out (which it resets) and, when that is larger
+ * than max_size bytes (0: no bound), encodes truncated copies (made in ta,
+ * reset first) keeping fewer entries until one fits; a resets after each
+ * encoding. 0: out holds an encoding of at most max_size bytes, r says
+ * what was merged (merged_entries 0: p as it was); 1: even everything
+ * merged is larger (out empty); -1: the encoder or an allocation failed.
+ * Counts into the process's stats. */
+int sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
+    const sp_profile_t *p, size_t max_size, sp_profile_encoder_t enc,
+    void *ud, sp_buf_t *out, sp_profile_truncation_t *r);
+
+/* This process's counts (any thread; relaxed). */
+typedef struct {
+    uint64_t  profiles_truncated;   /* encodings that needed merging */
+    uint64_t  samples_truncated;    /* samples merged into [truncated] */
+    uint64_t  profiles_oversized;   /* not even all merged fitted: dropped */
+} sp_profile_truncate_stats_t;
+
+void sp_profile_truncate_stats(sp_profile_truncate_stats_t *st);
+
+#endif

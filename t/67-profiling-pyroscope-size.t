@@ -1,0 +1,286 @@
+#!/usr/bin/perl
+# Pyroscope labels and profile size, in nginx and Apache (event MPM):
+#
+# - The pprof sent to Pyroscope's /ingest carries span_id and span_name as
+#   sample labels, never trace_id (Pyroscope makes every sample label but
+#   span_id a series label); the resource's static attributes are series
+#   labels in the ingest `name` (svc{service_version=...,...}); the pprof
+#   files keep trace_id.
+# - otel_profiling_max_size / OtelProfilingMaxSize: with a 2k bound and
+#   many distinct requests (one stack + span label set each), every
+#   exported profile (Pyroscope's and the file's) is at most 2048 bytes, the
+#   least-sampled stacks are in one "[truncated]" sample, and no sample is
+#   lost: each Pyroscope profile's total equals the file profile's of the
+#   same interval and the total the error log line reports, which says how
+#   many were merged.
+# - Bad sizes are refused by nginx -t / apache2 -t with file:line.
+#
+# Every profile is decoded by protoc (SpanProf::Profile).
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
+use SpanProf::Test;
+use SpanProf::Profile;
+use SpanProf::Apache;
+
+need_module();
+need_burn_module();
+need_apache_module();
+
+my $BOUND = 2048;
+
+sub url_decode { my $s = shift; $s =~ tr/+/ /; $s =~ s/%([0-9A-Fa-f]{2})/chr hex $1/ge; return $s }
+
+# The Pyroscope ingests the receiver stored: [{ query => {..}, bytes =>
+# gzip'd pprof, samples => [...], meta => {...} }]
+sub pyroscope_ingests {
+    my ($recv) = @_;
+    my @out;
+    for my $q (grep { $_->{path} =~ m{^/pyro/ingest\?} } $recv->requests) {
+        my ($query) = $q->{path} =~ /\?(.*)$/;
+        my %qp = map { my ($k, $v) = split /=/, $_, 2; (url_decode($k) => url_decode($v // '')) } split /&/, $query;
+        my ($b) = ($q->{headers}{'content-type'} // '') =~ /boundary="?([^";]+)"?/;
+        my ($part) = grep { ($_->{name} // '') eq 'profile' } multipart_parts($q->{body}, $b // 'none');
+        my $bytes = $part ? $part->{content} : '';
+        my $p = eval { decode_pprof($bytes) };
+        push @out, { query => \%qp, raw_query => $query, bytes => $bytes, decoded => $p,
+            samples => [ $p ? pprof_samples($p) : () ], meta => $p ? pprof_meta($p) : {} };
+    }
+    return @out;
+}
+
+# Decoded pprof files: [{ file, bytes, samples, meta }]
+sub file_profiles {
+    my ($dir) = @_;
+    return map {
+        my $p = read_pprof_file($_);
+        { file => $_, bytes => -s $_, samples => [ pprof_samples($p) ], meta => pprof_meta($p) }
+    } pprof_files($dir);
+}
+
+sub truncated_count {
+    my ($samples) = @_;
+    my @t = grep { grep { $_ eq '[truncated]' } @{ $_->{stack} } } @$samples;
+    return (scalar(@t), total(@t), \@t);
+}
+
+# Labels and name (no truncation: the default bound). $burn->($i) makes
+# request $i and returns (span id, trace id, span name).
+sub check_labels {
+    my (%o) = @_;
+    my ($recv, $dir, $sids, $app, $labels) = @o{qw(recv dir sids app labels)};
+    my @ing = pyroscope_ingests($recv);
+    ok @ing >= 1, scalar(@ing) . ' Pyroscope ingest(s)' or return diag $recv->summary;
+    for my $g (@ing) {
+        is $g->{query}{name}, "$app\{$labels}", "name=$g->{query}{name}";
+        unlike $g->{raw_query}, qr/name=[^&]*[{},= ]/, 'the name is percent-encoded in the URL';
+        ok $g->{decoded}, 'the profile decodes (protoc)';
+    }
+    my @s = map { @{ $_->{samples} } } @ing;
+    my %keys;
+    $keys{$_}++ for map { keys %{ $_->{labels} } } @s;
+    is_deeply [ sort keys %keys ], [ 'span_id', 'span_name' ], 'sample labels: span_id and span_name only';
+    my @mine = grep { $sids->{ $_->{labels}{span_id} // '' } } @s;
+    ok total(@mine) > 0, total(@mine) . ' samples carry the span ids of our requests';
+    my @named = grep { ($_->{labels}{span_name} // '') =~ m{^GET /} } @mine;
+    is total(@named), total(@mine), '... and their span names';
+
+    my @f = file_profiles($dir);
+    ok @f >= 1, scalar(@f) . ' pprof file(s)';
+    my @fs = map { @{ $_->{samples} } } @f;
+    my @ft = grep { defined $_->{labels}{trace_id} && $sids->{ $_->{labels}{span_id} // '' } } @fs;
+    ok total(@ft) > 0, 'the pprof files keep trace_id: ' . total(@ft) . ' samples';
+    my @bad = grep { ($_->{labels}{trace_id} // '') ne $sids->{ $_->{labels}{span_id} } } @ft;
+    is scalar @bad, 0, '... the trace of their span';
+}
+
+# max_size: $log is the error log's text.
+sub check_bound {
+    my (%o) = @_;
+    my ($recv, $dir, $log, $min_total) = @o{qw(recv dir log min_total)};
+    my @ing = pyroscope_ingests($recv);
+    my @f = file_profiles($dir);
+    ok @ing >= 1 && @f >= 1, scalar(@ing) . ' Pyroscope ingest(s), ' . scalar(@f) . ' file(s)'
+        or return diag $recv->summary;
+    my @over = grep { length($_->{bytes}) > $BOUND } @ing;
+    is scalar @over, 0, 'every Pyroscope profile <= ' . $BOUND . ' bytes: '
+        . join(' ', map { length $_->{bytes} } @ing);
+    @over = grep { $_->{bytes} > $BOUND } @f;
+    is scalar @over, 0, 'every pprof file <= ' . $BOUND . ' bytes: ' . join(' ', map { $_->{bytes} } @f);
+
+    my %file_by_time = map { ($_->{meta}{time_nanos} => $_) } @f;
+    my @lines = grep { /profile truncated to otel_profiling_max_size $BOUND/ } split /\n/, $log;
+    my ($ntrunc, $all) = (0, 0);
+    for my $g (@ing) {
+        my $tot = total(@{ $g->{samples} });
+        $all += $tot;
+        my ($n, $tc) = truncated_count($g->{samples});
+        my $d = "profile of $g->{meta}{time_nanos} ($tot samples, " . length($g->{bytes}) . ' bytes)';
+        ok $n <= 1, "$d: at most one [truncated] sample";
+        my $fp = $file_by_time{ $g->{meta}{time_nanos} };
+        ok $fp, "$d: the file of the same interval" or next;
+        is total(@{ $fp->{samples} }), $tot, "$d: its total = the file profile's";
+        next unless $n;
+        $ntrunc++;
+        my ($t) = @{ (truncated_count($g->{samples}))[2] };
+        is scalar @{ $t->{stack} }, 1, "$d: [truncated] is a one-frame stack";
+        is_deeply $t->{labels}, {}, "$d: ... without labels";
+        my @l = grep { /Pyroscope profile truncated .*: \d+ of \d+ stacks, \Q$tc\E of \Q$tot\E samples merged into \[truncated\]/ } @lines;
+        ok @l >= 1, "$d: the error log says $tc of $tot samples were merged" or diag join "\n", @lines;
+    }
+    ok $ntrunc >= 1, "$ntrunc Pyroscope profile(s) truncated" or diag join "\n", @lines;
+    ok scalar(grep { /pprof file profile truncated/ } @lines) >= 1, 'the file profiles too';
+    ok $all >= $min_total, "no sample lost: $all samples in the Pyroscope profiles (>= $min_total)";
+    like $lines[0] // '', qr/[\[:]info\]/, 'logged at info';
+}
+
+# ---------------------------------------------------------------------------
+# nginx
+# ---------------------------------------------------------------------------
+my $NGX = <<'EOF';
+otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
+otel_service_name "pyro67 web";
+otel_resource_attr service.version 2.4.1;
+otel_resource_attr deployment.environment staging;
+otel_resource_attr team "core, web";
+otel_profiling_rate 1000;
+otel_profiling_interval 1s;
+otel_profiling_pyroscope %%RECEIVER%%/pyro;
+%%SIZE%%
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    add_header X-Trace-Id $otel_trace_id always;
+    add_header X-Span-Id $otel_span_id always;
+    location /alpha/ { spanprof_burn alpha %%MS%%; }
+    location /beta/ { spanprof_burn beta %%MS%%; }
+}
+EOF
+my $LABELS = 'service_version=2.4.1,deployment_environment=staging,team=core_ web';
+
+sub ngx_conf {
+    my ($size, $ms) = @_;
+    (my $c = $NGX) =~ s/%%SIZE%%/$size/;
+    $c =~ s/%%MS%%/$ms/g;
+    return $c;
+}
+
+subtest 'nginx: Pyroscope labels and series labels; files keep trace_id' => sub {
+    my $recv = start_receiver();
+    my $ngx = start_nginx(receiver => $recv, burn => 1, dirs => ['prof'], conf => ngx_conf('', 40));
+    my %sids;
+    for my $i (1 .. 6) {
+        my $r = http_get($ngx->port, ($i % 2 ? '/alpha/' : '/beta/') . $i);
+        is $r->{status}, 200, "request $i" or next;
+        $sids{ $r->{headers}{'x-span-id'} } = $r->{headers}{'x-trace-id'};
+    }
+    $ngx->quit(15);
+    check_labels(recv => $recv, dir => $ngx->prefix . '/prof', sids => \%sids,
+        app => 'pyro67_web', labels => $LABELS);
+    unlike $ngx->error_log, qr/profile truncated/, 'nothing truncated under the default 10m';
+    $ngx->stop;
+    $recv->stop;
+};
+
+subtest 'nginx: otel_profiling_max_size 2k, many distinct stacks' => sub {
+    my $recv = start_receiver();
+    my $ngx = start_nginx(receiver => $recv, burn => 1, dirs => ['prof'],
+        conf => ngx_conf('otel_profiling_max_size 2k;', 4));
+    my $n = 0;
+    for my $i (1 .. 300) {
+        my $r = http_get($ngx->port, ($i % 2 ? '/alpha/' : '/beta/') . $i);
+        $n++ if $r->{status} == 200;
+    }
+    is $n, 300, '300 requests of 4 ms CPU each';
+    $ngx->quit(15);
+    # 1200 ms of CPU at 1000 Hz in the burners alone
+    check_bound(recv => $recv, dir => $ngx->prefix . '/prof', log => $ngx->error_log, min_total => 900);
+    $ngx->stop;
+    $recv->stop;
+};
+
+subtest 'nginx -t: bad otel_profiling_max_size' => sub {
+    my $srv = "server {\n    listen 127.0.0.1:%%PORT%%;\n    otel_profiling on;\n    location / { return 204; }\n}\n";
+    for my $c (['512', qr/between 1024 and 1073741824/], ['2x', qr/invalid value/], ['2048m', qr/between 1024 and 1073741824/]) {
+        my ($v, $msg) = @$c;
+        my ($rc, $out, $path, $text) = nginx_t("otel_profiling_pyroscope http://127.0.0.1:4040;\notel_profiling_max_size $v;\n$srv");
+        isnt $rc, 0, "otel_profiling_max_size $v: nginx -t fails";
+        my $line = conf_line($text, qr/otel_profiling_max_size \Q$v\E;/);
+        like $out, qr/\Q$path\E:$line\b/, "... at nginx.conf:$line" or diag $out;
+        like $out, $msg, "... $msg" or diag $out;
+    }
+    my ($rc, $out) = nginx_t("otel_profiling_pyroscope http://127.0.0.1:4040;\notel_profiling_max_size 1k;\n$srv");
+    is $rc, 0, 'otel_profiling_max_size 1k passes' or diag $out;
+};
+
+# ---------------------------------------------------------------------------
+# Apache
+# ---------------------------------------------------------------------------
+my $AP = <<'EOF';
+OtelExporterEndpoint file://%%PREFIX%%/out
+OtelExporterInterval 0.1
+OtelServiceName "pyro67 web"
+OtelResourceAttr service.version 2.4.1
+OtelResourceAttr deployment.environment staging
+OtelResourceAttr team "core, web"
+OtelProfilingRate 1000
+OtelProfilingInterval 1
+OtelProfilingPyroscope %%RECEIVER%%/pyro
+OtelTrace On
+Header always set X-Span-Id "%{OTEL_SPAN_ID}e"
+Header always set X-Trace-Id "%{OTEL_TRACE_ID}e"
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+EOF
+
+subtest 'Apache: Pyroscope labels and series labels; files keep trace_id' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'event', conf => $AP, burn => 1, dirs => ['out'], receiver => $recv);
+    my %sids;
+    for my $i (1 .. 6) {
+        my $r = http_get($ap->port, '/burn?fn=' . ($i % 2 ? 'alpha' : 'beta') . "&ms=40&n=$i");
+        like $r->{content}, qr/^(alpha|beta) 40 /, "request $i" or next;
+        $sids{ $r->{headers}{'x-span-id'} // '' } = $r->{headers}{'x-trace-id'};
+    }
+    $ap->stop;
+    ok !exists $sids{''}, 'X-Span-Id on every answer' or diag explain \%sids;
+    check_labels(recv => $recv, dir => $ap->prefix . '/out', sids => \%sids,
+        app => 'pyro67_web', labels => $LABELS);
+    $recv->stop;
+};
+
+subtest 'Apache: OtelProfilingMaxSize 2k, many distinct stacks' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'event', conf => "${AP}OtelProfilingMaxSize 2k\n", burn => 1,
+        dirs => ['out'], receiver => $recv);
+    my $n = 0;
+    for my $i (1 .. 300) {
+        my $r = http_get($ap->port, '/burn?fn=' . ($i % 2 ? 'alpha' : 'beta') . "&ms=4&n=$i");
+        $n++ if ($r->{content} // '') =~ /^(alpha|beta) 4 /;
+    }
+    is $n, 300, '300 requests of 4 ms CPU each';
+    $ap->stop;
+    check_bound(recv => $recv, dir => $ap->prefix . '/out', log => $ap->error_log, min_total => 900);
+    $recv->stop;
+};
+
+subtest 'apache2 -t: bad OtelProfilingMaxSize' => sub {
+    my $base = "OtelProfilingPyroscope http://127.0.0.1:4040/\n";
+    for my $v ('512', '2x', '-1', '2g', 'k') {
+        my ($code, $out, $path, $text) = apache_t("${base}OtelProfilingMaxSize $v\n");
+        isnt $code, 0, "OtelProfilingMaxSize $v: apache2 -t fails";
+        my $line = conf_line($text, qr/OtelProfilingMaxSize \Q$v\E$/);
+        like $out, qr/line $line of \Q$path\E/, "... line $line of httpd.conf" or diag $out;
+        like $out, qr/OtelProfilingMaxSize: invalid size "\Q$v\E": expected bytes .* from 1k to 1g/, '... the reason'
+            or diag $out;
+    }
+    my ($code, $out) = apache_t("${base}OtelProfilingMaxSize 1k\n");
+    is $code, 0, 'OtelProfilingMaxSize 1k passes' or diag $out;
+};
+
+done_testing;
