@@ -21,6 +21,7 @@
 #include "common/export/exporter.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
 #include "common/trace/traceparent.h"
 
@@ -66,6 +67,7 @@ typedef struct {
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
     const char          *pyroscope;
+    apr_array_header_t  *profiling_redact; /* of const char *, or NULL */
 
     /* Per virtual host, set after the configuration is read: some section
      * that applies to it (or the host itself) traces, propagates or
@@ -94,6 +96,9 @@ typedef struct {
     ap_expr_info_t      *span_name;        /* NULL: inherit / default */
     apr_array_header_t  *span_attrs;       /* NULL: inherit */
     int                  profiling;        /* SPANPROF_UNSET, 0, 1 */
+    /* OtelSpanRedactQuery: the section's names and the inherited ones
+     * (of sp_query_name_t), or NULL */
+    apr_array_header_t  *redact_query;
 
     /* The route: set (after the configuration is read) on the
      * configurations of <Location> sections; a regex one has none. */

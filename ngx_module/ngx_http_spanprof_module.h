@@ -20,6 +20,7 @@
 #include "common/export/exporter.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
 
 
@@ -73,6 +74,7 @@ typedef struct {
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
     ngx_str_t                    pyroscope;
+    ngx_array_t                 *profiling_redact; /* of char *, or NULL */
     ngx_flag_t                   profiling_used;
 
     /* Set while parsing: some location traces, propagates or profiles. */
@@ -96,6 +98,10 @@ typedef struct {
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
     ngx_flag_t                   profiling;
+    /* otel_span_redact_query: this level's names and the inherited ones
+     * (of sp_query_name_t), and their view for query_redact.h */
+    ngx_array_t                 *redact_query;
+    sp_query_redact_t            query_redact;
     /* Traces (or may: a variable), propagates or profiles; set at merge. */
     ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;
