@@ -170,6 +170,27 @@ subtest 'nginx: pprof files and Pyroscope uploads redacted' => sub {
 # ---------------------------------------------------------------------------
 my @CRED = qw(hunter2pw s3cr3tHdr pyr0pw cfgpw hdrCfgPw);
 
+# The errors of a collector (or Pyroscope) that is down, until each URL
+# has been logged; a profile export error is logged at most every 5 s, so
+# Pyroscope gets a server of its own.
+sub logged_masked {
+    my ($srv, $poke, $re) = @_;
+    my $poked = time;
+    my $ok = wait_until(12, sub {
+        ($poked = time) && $poke->() if time - $poked > 0.5;
+        return $srv->error_log =~ $re;
+    });
+    # nginx: quit keeps the prefix (stop removes it when all passed);
+    # Apache keeps it until the end
+    $srv->can('quit') ? $srv->quit(15) : $srv->stop(15);
+    return ($ok, $srv->error_log);
+}
+
+sub no_credentials {
+    my ($log) = @_;
+    unlike $log, qr/\Q$_\E/, "\"$_\" is not in the error log" for @CRED;
+}
+
 subtest 'nginx: credentials of a down collector are not logged' => sub {
     my ($dead, $dead2) = (dead_port(), dead_port());
     my $ngx = start_nginx(burn => 1, conf => <<"EOF" . $SERVER);
@@ -179,22 +200,32 @@ otel_exporter {
     interval 100ms;
     timeout 1s;
 }
-otel_profiling_pyroscope http://pyuser:pyr0pw\@127.0.0.1:$dead2/;
 EOF
-    http_get($ngx->port, '/beta');
-    http_get($ngx->port, '/q');
-    my $ok = wait_until(10, sub {
-        my $l = $ngx->error_log;
-        return $l =~ /spanprof: export to \S+ failed/ && $l =~ /profile export to/;
-    });
-    $ngx->quit(15);
-    my $log = $ngx->error_log;
+    my ($ok, $log) = logged_masked($ngx, sub { http_get($ngx->port, '/beta') },
+        qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s);
     ok $ok, 'span and profile export errors were logged' or diag $ngx->error_log_tail(20);
-    like $log, qr{http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces}, 'the endpoint shows as user:***@';
-    like $log, qr{http://pyuser:\*\*\*\@127\.0\.0\.1:$dead2}, 'the Pyroscope URL too';
-    for my $c (@CRED) {
-        unlike $log, qr/\Q$c\E/, "\"$c\" is not in the error log";
-    }
+    like $log, qr{export to http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces failed},
+        'the endpoint shows as user:***@';
+    like $log, qr{profile export to http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1development/profiles failed},
+        '... in profile export errors too';
+    no_credentials($log);
+
+    my $pyro = start_nginx(burn => 1, conf => <<"EOF");
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+otel_profiling_pyroscope http://pyuser:pyr0pw\@127.0.0.1:$dead2/;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_profiling on;
+    location /beta { spanprof_burn beta 50; }
+}
+EOF
+    ($ok, $log) = logged_masked($pyro, sub { http_get($pyro->port, '/beta') },
+        qr{profile export to \S+ failed});
+    ok $ok, 'a Pyroscope export error was logged' or diag $pyro->error_log_tail(20);
+    like $log, qr{profile export to http://pyuser:\*\*\*\@127\.0\.0\.1:$dead2 failed},
+        'the Pyroscope URL shows as user:***@';
+    no_credentials($log);
 };
 
 subtest 'nginx: credentials not in configuration errors' => sub {
@@ -281,7 +312,6 @@ OtelExporterEndpoint http://spanuser:hunter2pw\@127.0.0.1:$dead
 OtelExporterHeader Authorization "Bearer s3cr3tHdr"
 OtelExporterInterval 0.1
 OtelExporterTimeout 1
-OtelProfilingPyroscope http://pyuser:pyr0pw\@127.0.0.1:$dead2/
 OtelProfilingInterval 0.3
 OtelTrace On
 <Location /burn>
@@ -289,19 +319,27 @@ OtelTrace On
     OtelProfiling On
 </Location>
 EOF
-        http_get($ap->port, '/burn?fn=beta&ms=100&n=1');
-        my $ok = wait_until(10, sub {
-            my $l = $ap->error_log;
-            return $l =~ /spanprof: export to \S+ failed/ && $l =~ /profile export to/;
-        });
-        $ap->stop;
-        my $log = $ap->error_log;
+        my ($ok, $log) = logged_masked($ap, sub { http_get($ap->port, '/burn?fn=beta&ms=50&n=1') },
+            qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s);
         ok $ok, 'span and profile export errors were logged' or diag $ap->error_log_tail(20);
-        like $log, qr{http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces}, 'the endpoint shows as user:***@';
-        like $log, qr{http://pyuser:\*\*\*\@127\.0\.0\.1:$dead2}, 'the Pyroscope URL too';
-        for my $c (@CRED) {
-            unlike $log, qr/\Q$c\E/, "\"$c\" is not in the error log";
-        }
+        like $log, qr{export to http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces failed},
+            'the endpoint shows as user:***@';
+        no_credentials($log);
+
+        my $pyro = start_apache(mpm => $mpm, burn => 1, servers => 1, conf => <<"EOF");
+OtelProfilingPyroscope http://pyuser:pyr0pw\@127.0.0.1:$dead2/
+OtelProfilingInterval 0.3
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+EOF
+        ($ok, $log) = logged_masked($pyro, sub { http_get($pyro->port, '/burn?fn=beta&ms=50&n=2') },
+            qr{profile export to \S+ failed});
+        ok $ok, 'a Pyroscope export error was logged' or diag $pyro->error_log_tail(20);
+        like $log, qr{profile export to http://pyuser:\*\*\*\@127\.0\.0\.1:$dead2 failed},
+            'the Pyroscope URL shows as user:***@';
+        no_credentials($log);
     };
 
     subtest 'apache: credentials not in configuration errors' => sub {
