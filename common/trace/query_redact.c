@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <string.h>
 
 #include "common/trace/query_redact.h"
@@ -53,23 +54,37 @@ key_is(const char *k, size_t klen, const sp_query_name_t *name)
 }
 
 static int
-redacted_key(const sp_query_redact_t *r, const char *k, size_t klen)
+in_list(const sp_query_name_t *names, size_t n, const char *k, size_t klen,
+    int decode)
 {
     size_t  i;
 
-    for (i = 0; i < sizeof(sp_query_defaults) / sizeof(sp_query_defaults[0]);
-         i++)
-    {
-        if (key_is(k, klen, &sp_query_defaults[i])) {
-            return 1;
-        }
-    }
-    for (i = 0; r != NULL && i < r->n; i++) {
-        if (key_is(k, klen, &r->names[i])) {
+    for (i = 0; i < n; i++) {
+        if (decode ? key_is(k, klen, &names[i])
+                   : klen == names[i].len
+                     && memcmp(k, names[i].name, klen) == 0)
+        {
             return 1;
         }
     }
     return 0;
+}
+
+static int
+redacted_key(const sp_query_redact_t *r, const char *k, size_t klen,
+    int decode)
+{
+    return in_list(sp_query_defaults, sizeof(sp_query_defaults)
+                                      / sizeof(sp_query_defaults[0]),
+                   k, klen, decode)
+           || (r != NULL && in_list(r->names, r->n, k, klen, decode));
+}
+
+/* Bit n: some name is n bytes long (bit 63: 63 or more). */
+static uint64_t
+len_bit(size_t n)
+{
+    return (uint64_t) 1 << (n < 63 ? n : 63);
 }
 
 /* Appends what fits of s[0..n) at buf[*used]. */
@@ -88,7 +103,21 @@ sp_query_redact(const sp_query_redact_t *r, const char *q, size_t *len,
     char *buf, size_t cap)
 {
     const char  *p = q, *end = q + *len, *amp, *eq, *from = NULL;
-    size_t       used = 0;
+    size_t       used = 0, i, klen;
+    uint64_t     lens = 0;
+    int          escaped;
+
+    /* Most keys are rejected by their length alone; a query without any
+     * '%' (nearly all) never needs a key decoded. */
+    for (i = 0; i < sizeof(sp_query_defaults) / sizeof(sp_query_defaults[0]);
+         i++)
+    {
+        lens |= len_bit(sp_query_defaults[i].len);
+    }
+    for (i = 0; r != NULL && i < r->n; i++) {
+        lens |= len_bit(r->names[i].len);
+    }
+    escaped = memchr(q, '%', *len) != NULL;
 
     while (p < end) {
         amp = memchr(p, '&', (size_t) (end - p));
@@ -96,7 +125,13 @@ sp_query_redact(const sp_query_redact_t *r, const char *q, size_t *len,
             amp = end;
         }
         eq = memchr(p, '=', (size_t) (amp - p));
-        if (eq != NULL && redacted_key(r, p, (size_t) (eq - p))) {
+        klen = eq != NULL ? (size_t) (eq - p) : 0;
+        if (eq != NULL
+            && (((lens & len_bit(klen))
+                 && redacted_key(r, p, klen, 0))
+                || (escaped && memchr(p, '%', klen) != NULL
+                    && redacted_key(r, p, klen, 1))))
+        {
             /* The first one starts the copy; the part before is as sent. */
             if (from == NULL) {
                 from = q;
