@@ -76,32 +76,48 @@ sp_symbol_redact_free(sp_symbol_redact_t *r)
     free(r);
 }
 
-int
-sp_symbol_redact_match(const sp_symbol_redact_t *r, const char *name)
+/* The byte-by-byte search, for a name longer than the stack copy. */
+static int
+match_long(const sp_symbol_redact_t *r, const char *name, size_t nlen)
 {
-    size_t         nlen, i, k, at;
-    const char    *pat;
+    size_t  i, k, at;
 
-    if (r == NULL || name == NULL) {
-        return 0;
-    }
-    nlen = strlen(name);
     for (k = 0; k < r->n; k++) {
-        pat = r->patterns[k];
         for (at = 0; at + r->lens[k] <= nlen; at++) {
-            /* The first byte before the rest: most positions stop here. */
-            if (lower((unsigned char) name[at]) != (unsigned char) pat[0]) {
-                continue;
-            }
-            for (i = 1; i < r->lens[k]
+            for (i = 0; i < r->lens[k]
                         && lower((unsigned char) name[at + i])
-                           == (unsigned char) pat[i]; i++)
+                           == (unsigned char) r->patterns[k][i]; i++)
             {
                 /* compare */
             }
             if (i == r->lens[k]) {
                 return 1;
             }
+        }
+    }
+    return 0;
+}
+
+int
+sp_symbol_redact_match(const sp_symbol_redact_t *r, const char *name)
+{
+    char    low[512];
+    size_t  nlen, i;
+
+    if (r == NULL || name == NULL) {
+        return 0;
+    }
+    nlen = strlen(name);
+    if (nlen >= sizeof(low)) {
+        return match_long(r, name, nlen);
+    }
+    /* Lowered once, then libc's substring search per pattern. */
+    for (i = 0; i <= nlen; i++) {
+        low[i] = (char) lower((unsigned char) name[i]);
+    }
+    for (i = 0; i < r->n; i++) {
+        if (strstr(low, r->patterns[i]) != NULL) {
+            return 1;
         }
     }
     return 0;

@@ -45,6 +45,19 @@ test_match(void)
     ok(!sp_symbol_redact_match(r, "main"), "main");
     ok(!sp_symbol_redact_match(r, ""), "an empty name");
     ok(!sp_symbol_redact_match(r, NULL), "no name");
+    {
+        char  long_name[800];
+
+        /* Past the stack copy: the byte-by-byte search. */
+        memset(long_name, 'x', sizeof(long_name));
+        memcpy(long_name + 700, "SeCrEt", 6);
+        long_name[sizeof(long_name) - 1] = '\0';
+        ok(sp_symbol_redact_match(r, long_name), "a 799-byte name");
+        long_name[703] = 'x';
+        ok(!sp_symbol_redact_match(r, long_name), "... without the pattern");
+        memcpy(long_name + 790, "tok", 3);
+        ok(sp_symbol_redact_match(r, long_name), "... with one near its end");
+    }
     sp_symbol_redact_free(r);
 }
 
