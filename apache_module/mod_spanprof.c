@@ -27,6 +27,7 @@
 
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
+#include "common/base/url_mask.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -110,6 +111,15 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
         dc->keep = base->keep_set ? base->keep : SP_KEEP_RULES_DEFAULT;
         dc->keep_set = base->keep_set;
     }
+    /* OtelSpanRedactQuery adds to the inherited names: a section cannot
+     * let through what its server redacts. */
+    if (add->redact_query != NULL && base->redact_query != NULL) {
+        dc->redact_query = apr_array_append(p, base->redact_query,
+                                            add->redact_query);
+    } else {
+        dc->redact_query = add->redact_query ? add->redact_query
+                                             : base->redact_query;
+    }
     /* <Directory>, <Files> and <If> keep the <Location> route. */
     if (add->route_set) {
         dc->route_set = 1;
@@ -188,6 +198,7 @@ static const char *
 spanprof_set_endpoint(cmd_parms *cmd, void *dummy, const char *arg)
 {
     const char  *why;
+    char         masked[512];
 
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
@@ -195,7 +206,8 @@ spanprof_set_endpoint(cmd_parms *cmd, void *dummy, const char *arg)
     why = sp_exporter_endpoint_error(arg);
     if (why != NULL) {
         return apr_psprintf(cmd->pool, "%s: invalid endpoint \"%s\": %s",
-                            cmd->cmd->name, arg, why);
+                            cmd->cmd->name,
+                            sp_url_mask(arg, masked, sizeof(masked)), why);
     }
     spanprof_srv(cmd)->endpoint = arg;
     return NULL;
@@ -226,8 +238,10 @@ spanprof_set_header(cmd_parms *cmd, void *dummy, const char *name,
     }
     for (p = value; *p; p++) {
         if (*p == '\r' || *p == '\n') {
-            return apr_psprintf(cmd->pool, "%s: invalid header value \"%s\"",
-                                cmd->cmd->name, value);
+            /* Named, never shown: the value may be a secret. */
+            return apr_psprintf(cmd->pool, "%s: invalid value of header "
+                                "\"%s\": it has a CR or LF",
+                                cmd->cmd->name, name);
         }
     }
 
@@ -469,6 +483,7 @@ spanprof_set_profiling_max_size(cmd_parms *cmd, void *dummy, const char *arg)
 static const char *
 spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
 {
+    char         masked[512];
     char        *url;
     apr_size_t   len;
     const char  *why;
@@ -479,7 +494,8 @@ spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
     if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) {
         return apr_psprintf(cmd->pool, "%s: invalid Pyroscope URL \"%s\": "
                             "must start with http:// or https://",
-                            cmd->cmd->name, arg);
+                            cmd->cmd->name,
+                            sp_url_mask(arg, masked, sizeof(masked)));
     }
     /* Without a trailing slash: "/ingest" is appended. */
     url = apr_pstrdup(cmd->pool, arg);
@@ -665,6 +681,52 @@ spanprof_set_profiling_keep(cmd_parms *cmd, void *conf, int argc,
 }
 
 
+static const char *
+spanprof_set_redact_query(cmd_parms *cmd, void *conf, const char *arg)
+{
+    spanprof_dir_conf_t  *dc = conf;
+    sp_query_name_t      *n;
+    const char           *why;
+
+    why = sp_query_redact_name_error(arg, strlen(arg));
+    if (why != NULL) {
+        return apr_psprintf(cmd->pool, "%s: invalid query parameter name "
+                            "\"%s\": %s", cmd->cmd->name, arg, why);
+    }
+    if (dc->redact_query == NULL) {
+        dc->redact_query = apr_array_make(cmd->pool, 4,
+                                          sizeof(sp_query_name_t));
+    }
+    n = apr_array_push(dc->redact_query);
+    n->name = arg;
+    n->len = strlen(arg);
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_profiling_redact(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    spanprof_srv_conf_t  *sc;
+    const char           *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (*arg == '\0') {
+        return apr_psprintf(cmd->pool, "%s: takes non-empty patterns",
+                            cmd->cmd->name);
+    }
+    sc = spanprof_srv(cmd);
+    if (sc->profiling_redact == NULL) {
+        sc->profiling_redact = apr_array_make(cmd->pool, 4,
+                                              sizeof(const char *));
+    }
+    *(const char **) apr_array_push(sc->profiling_redact) = arg;
+    return NULL;
+}
+
+
 #define SPANPROF_OFF(f)  ((void *) APR_OFFSETOF(spanprof_srv_conf_t, f))
 #define SPANPROF_DIR     (RSRC_CONF | ACCESS_CONF)
 
@@ -732,6 +794,12 @@ static const command_rec  spanprof_cmds[] = {
     AP_INIT_TAKE1("OtelProfilingMaxSize", spanprof_set_profiling_max_size,
         NULL, RSRC_CONF, "bytes of one encoded profile, past which the "
         "least-sampled stacks are merged into [truncated] (default 10m)"),
+    AP_INIT_ITERATE("OtelSpanRedactQuery", spanprof_set_redact_query, NULL,
+        SPANPROF_DIR, "query parameters whose values url.query records as "
+        "REDACTED, besides AWSAccessKeyId, Signature, sig, X-Goog-Signature"),
+    AP_INIT_ITERATE("OtelProfilingRedact", spanprof_set_profiling_redact,
+        NULL, RSRC_CONF, "function names containing any of these "
+        "(case-insensitive) are exported as [REDACTED]"),
     AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
         RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
 
@@ -1159,7 +1227,7 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     int                   i, n;
     char                  err[256];
     sigset_t              all, old;
-    const char          **headers, *service;
+    const char          **headers, **redact, *service;
     sp_resource_t         res;
     spanprof_kv_t        *kv;
     sp_exporter_conf_t    ec;
@@ -1237,6 +1305,15 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.profiles_max_size = sc->profiling_max_size != SPANPROF_UNSET
                            ? (size_t) sc->profiling_max_size
                            : SP_PROFILE_MAX_SIZE_DEFAULT;
+    if (sc->profiling_redact != NULL) {
+        /* NULL-ended for common/. */
+        n = sc->profiling_redact->nelts;
+        redact = apr_pcalloc(p, (n + 1) * sizeof(char *));
+        for (i = 0; i < n; i++) {
+            redact[i] = ((const char **) sc->profiling_redact->elts)[i];
+        }
+        ec.profiling_redact = redact;
+    }
     spanprof_files_child(&ec);
 
     /* The exporter thread (and what it starts) takes no signal: the

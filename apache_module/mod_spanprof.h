@@ -23,6 +23,7 @@
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
 #include "common/profile/keep_rules.h"
+#include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
 #include "common/trace/traceparent.h"
 
@@ -73,6 +74,7 @@ typedef struct {
     apr_int64_t          profiling_max_size;  /* bytes */
     const char          *pyroscope;
     sp_load_shedder_conf_t  profiling_shed;   /* zero: off */
+    apr_array_header_t  *profiling_redact; /* of const char *, or NULL */
 
     /* Per virtual host, set after the configuration is read: some section
      * that applies to it (or the host itself) traces, propagates or
@@ -106,6 +108,9 @@ typedef struct {
     /* OtelProfilingKeep; keep_set: given in this section */
     sp_keep_rules_t      keep;
     int                  keep_set;
+    /* OtelSpanRedactQuery: the section's names and the inherited ones
+     * (of sp_query_name_t), or NULL */
+    apr_array_header_t  *redact_query;
 
     /* The route: set (after the configuration is read) on the
      * configurations of <Location> sections; a regex one has none. */

@@ -51,6 +51,24 @@ spanprof_default_name(request_rec *r, const char *route, char *buf,
     sp_span_attr_ostr(s, SP_OWNER_SPAN, key, v, strlen(v))
 
 
+/* url.query, the values of secret parameters REDACTED (query_redact.h). */
+static void
+spanprof_url_query(sp_span_t *s, const spanprof_dir_conf_t *dc, const char *q)
+{
+    char               buf[SP_SPAN_MAX_VALUE];
+    size_t             len = strlen(q);
+    const char        *v;
+    sp_query_redact_t  r = { NULL, 0 };
+
+    if (dc->redact_query != NULL) {
+        r.names = (const sp_query_name_t *) dc->redact_query->elts;
+        r.n = (size_t) dc->redact_query->nelts;
+    }
+    v = sp_query_redact(&r, q, &len, buf, sizeof(buf));
+    sp_span_attr_ostr(s, SP_OWNER_SPAN, "url.query", v, len);
+}
+
+
 static void
 spanprof_server_address(request_rec *r, sp_span_t *s)
 {
@@ -181,7 +199,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
             sp_span_attr_ostr(s, SP_OWNER_SPAN, "url.path", r->unparsed_uri,
                              q - r->unparsed_uri);
             if (q[1] != '\0') {
-                spanprof_attr_s(s, "url.query", q + 1);
+                spanprof_url_query(s, dc, q + 1);
             }
         } else {
             spanprof_attr_s(s, "url.path", r->unparsed_uri);

@@ -9,6 +9,7 @@
 
 #include "ngx_http_spanprof_module.h"
 #include "common/base/clock.h"
+#include "common/base/url_mask.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -58,6 +59,10 @@ static char *ngx_http_spanprof_profiling_keep(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_spanprof_redact_query(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_profiling_redact(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 
 
 sp_exporter_t  *ngx_http_spanprof_exporter;
@@ -201,6 +206,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       0,
       NULL },
 
+    { ngx_string("otel_span_redact_query"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_spanprof_redact_query,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("otel_profiling"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_profiling,
@@ -239,6 +251,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
     { ngx_string("otel_profiling_shed"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_shed,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("otel_profiling_redact"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_spanprof_profiling_redact,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
@@ -515,6 +534,8 @@ ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
      *
      *     lcf->trace_var = NULL;
      *     lcf->span_name = NULL;
+     *     lcf->redact_query = NULL;
+     *     lcf->query_redact = { NULL, 0 };
      */
 
     lcf->trace = NGX_CONF_UNSET_UINT;
@@ -523,6 +544,48 @@ ngx_http_spanprof_create_loc_conf(ngx_conf_t *cf)
     lcf->profiling = NGX_CONF_UNSET_UINT;
 
     return lcf;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_merge_redact_query(ngx_conf_t *cf,
+    ngx_http_spanprof_loc_conf_t *prev, ngx_http_spanprof_loc_conf_t *conf)
+{
+    ngx_uint_t        i;
+    ngx_array_t      *all;
+    sp_query_name_t  *n;
+
+    if (prev->redact_query != NULL && conf->redact_query != NULL) {
+        all = ngx_array_create(cf->pool, prev->redact_query->nelts
+                                         + conf->redact_query->nelts,
+                               sizeof(sp_query_name_t));
+        if (all == NULL) {
+            return NGX_ERROR;
+        }
+        n = ngx_array_push_n(all, prev->redact_query->nelts);
+        if (n == NULL) {
+            return NGX_ERROR;
+        }
+        ngx_memcpy(n, prev->redact_query->elts,
+                   prev->redact_query->nelts * sizeof(sp_query_name_t));
+        for (i = 0; i < conf->redact_query->nelts; i++) {
+            n = ngx_array_push(all);
+            if (n == NULL) {
+                return NGX_ERROR;
+            }
+            *n = ((sp_query_name_t *) conf->redact_query->elts)[i];
+        }
+        conf->redact_query = all;
+
+    } else if (conf->redact_query == NULL) {
+        conf->redact_query = prev->redact_query;
+    }
+
+    if (conf->redact_query != NULL) {
+        conf->query_redact.names = conf->redact_query->elts;
+        conf->query_redact.n = conf->redact_query->nelts;
+    }
+    return NGX_OK;
 }
 
 
@@ -556,6 +619,12 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (!conf->keep_set) {
         conf->keep = prev->keep_set ? prev->keep : SP_KEEP_RULES_DEFAULT;
         conf->keep_set = prev->keep_set;
+    }
+
+    /* otel_span_redact_query adds to the inherited names: a location
+     * cannot let through what its server redacts. */
+    if (ngx_http_spanprof_merge_redact_query(cf, prev, conf) != NGX_OK) {
+        return NGX_CONF_ERROR;
     }
 
     conf->active = conf->trace != NGX_HTTP_SPANPROF_TRACE_OFF
@@ -729,6 +798,7 @@ ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_str_t   *value;
     const char  *why;
+    char         masked[512];
 
     if (mcf->endpoint.data) {
         return "is duplicate";
@@ -740,7 +810,9 @@ ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     why = sp_exporter_endpoint_error((const char *) value[1].data);
     if (why != NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid endpoint \"%V\": %s", &value[1], why);
+                           "invalid endpoint \"%s\": %s",
+                           sp_url_mask((const char *) value[1].data, masked,
+                                       sizeof(masked)), why);
         return NGX_CONF_ERROR;
     }
 
@@ -773,8 +845,10 @@ ngx_http_spanprof_header(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (value[2].data[i] == CR || value[2].data[i] == LF
             || value[2].data[i] == '\0')
         {
+            /* Named, never shown: the value may be a secret. */
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid header value \"%V\"", &value[2]);
+                               "invalid value of header \"%V\": it has a "
+                               "CR, LF or NUL", &value[1]);
             return NGX_CONF_ERROR;
         }
     }
@@ -1052,6 +1126,7 @@ ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_spanprof_main_conf_t *mcf = conf;
 
     ngx_str_t  *value;
+    char        masked[512];
 
     if (mcf->pyroscope.data) {
         return "is duplicate";
@@ -1063,8 +1138,10 @@ ngx_http_spanprof_pyroscope(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         && ngx_strncmp(value[1].data, "https://", 8) != 0)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid Pyroscope URL \"%V\": must start with "
-                           "http:// or https://", &value[1]);
+                           "invalid Pyroscope URL \"%s\": must start with "
+                           "http:// or https://",
+                           sp_url_mask((const char *) value[1].data, masked,
+                                       sizeof(masked)));
         return NGX_CONF_ERROR;
     }
 
@@ -1100,6 +1177,81 @@ ngx_http_spanprof_shed(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid "
                            "otel_profiling_shed %s", err);
         return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_redact_query(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_loc_conf_t *lcf = conf;
+
+    ngx_str_t        *value;
+    ngx_uint_t        i;
+    const char       *why;
+    sp_query_name_t  *n;
+
+    value = cf->args->elts;
+
+    if (lcf->redact_query == NULL) {
+        lcf->redact_query = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                             sizeof(sp_query_name_t));
+        if (lcf->redact_query == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        why = sp_query_redact_name_error((const char *) value[i].data,
+                                         value[i].len);
+        if (why != NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid query parameter name \"%V\": %s",
+                               &value[i], why);
+            return NGX_CONF_ERROR;
+        }
+        n = ngx_array_push(lcf->redact_query);
+        if (n == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        n->name = (const char *) value[i].data;
+        n->len = value[i].len;
+    }
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_profiling_redact(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+    u_char     **p;
+
+    value = cf->args->elts;
+
+    if (mcf->profiling_redact == NULL) {
+        mcf->profiling_redact = ngx_array_create(cf->pool,
+                                                 cf->args->nelts - 1,
+                                                 sizeof(u_char *));
+        if (mcf->profiling_redact == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        if (value[i].len == 0) {
+            return "takes non-empty patterns";
+        }
+        p = ngx_array_push(mcf->profiling_redact);
+        if (p == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        *p = value[i].data;     /* NUL-terminated, as nginx's args are */
     }
     return NGX_CONF_OK;
 }
@@ -1209,7 +1361,7 @@ static ngx_int_t
 ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
 {
     char                            err[256], *k, *v, *service;
-    const char                    **headers;
+    const char                    **headers, **redact;
     ngx_uint_t                      i, n;
     ngx_keyval_t                   *kv;
     sp_resource_t                   res;
@@ -1295,6 +1447,18 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.profiles_max_size = mcf->profiling_max_size;
     ec.pyroscope_url = mcf->pyroscope.len ? (const char *) mcf->pyroscope.data
                                           : NULL;
+    if (mcf->profiling_redact != NULL) {
+        /* NULL-ended for common/. */
+        redact = ngx_pcalloc(cycle->pool, (mcf->profiling_redact->nelts + 1)
+                                          * sizeof(char *));
+        if (redact == NULL) {
+            sp_resource_free(&res);
+            return NGX_ERROR;
+        }
+        ngx_memcpy(redact, mcf->profiling_redact->elts,
+                   mcf->profiling_redact->nelts * sizeof(char *));
+        ec.profiling_redact = redact;
+    }
     ngx_http_spanprof_files_worker(mcf, &ec, &files);
 
     ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));

@@ -22,6 +22,7 @@
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
 #include "common/profile/keep_rules.h"
+#include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
 
 
@@ -82,6 +83,7 @@ typedef struct {
     ngx_str_t                    pyroscope;
     sp_load_shedder_conf_t       profiling_shed;  /* zero: off */
     ngx_flag_t                   profiling_shed_set;
+    ngx_array_t                 *profiling_redact; /* of char *, or NULL */
     ngx_flag_t                   profiling_used;
     /* Some location has keep rules other than "all". */
     ngx_flag_t                   keep_used;
@@ -111,6 +113,10 @@ typedef struct {
     /* otel_profiling_keep; keep_set: given at this level */
     sp_keep_rules_t              keep;
     ngx_flag_t                   keep_set;
+    /* otel_span_redact_query: this level's names and the inherited ones
+     * (of sp_query_name_t), and their view for query_redact.h */
+    ngx_array_t                 *redact_query;
+    sp_query_redact_t            query_redact;
     /* Traces (or may: a variable), propagates or profiles; set at merge. */
     ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;

@@ -157,6 +157,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     u_char                        *q;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
     u_char                         name[SP_HTTP_SPAN_NAME_LEN];
+    u_char                         qbuf[SP_SPAN_MAX_VALUE];
     off_t                          sent;
     size_t                         len;
     const char                    *kept;
@@ -219,6 +220,12 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         }
         ngx_http_spanprof_attr_str(s, "url.path", &path);
         if (query.len) {
+            len = query.len;
+            query.data = (u_char *) sp_query_redact(&lcf->query_redact,
+                                                    (const char *) query.data,
+                                                    &len, (char *) qbuf,
+                                                    sizeof(qbuf));
+            query.len = len;
             ngx_http_spanprof_attr_str(s, "url.query", &query);
         }
     }

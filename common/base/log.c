@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "common/base/log.h"
+#include "common/base/url_mask.h"
 
 #define SP_LOG_LINE_MAX  1024
 
@@ -26,5 +27,13 @@ sp_logf(const sp_logger_t *log, int level, const char *fmt, ...)
     }
     va_end(ap);
 
+    /* No line from common/ shows a URL's credentials (an endpoint's
+     * user:password@, in the exporter's errors or libcurl's). */
+    if (sp_url_has_userinfo(buf)) {
+        char  masked[SP_LOG_LINE_MAX];
+
+        log->fn(log->ud, level, sp_url_mask(buf, masked, sizeof(masked)));
+        return;
+    }
     log->fn(log->ud, level, buf);
 }

@@ -15,7 +15,8 @@ typedef struct {
 } sp_logger_t;
 
 /* Formats into a stack buffer (truncated at 1 KiB) and hands it to the logger;
- * a NULL logger or callback writes nothing. */
+ * a NULL logger or callback writes nothing. The userinfo of any URL in the
+ * line is masked first (url_mask.h): credentials never reach a log. */
 void sp_logf(const sp_logger_t *log, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

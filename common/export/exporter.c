@@ -15,6 +15,7 @@
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/base/clock.h"
+#include "common/base/url_mask.h"
 #include "common/export/backoff.h"
 #include "common/export/exporter.h"
 #include "common/export/file_output.h"
@@ -652,7 +653,11 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     why = conf->endpoint != NULL ? sp_exporter_endpoint_error(conf->endpoint)
                                  : NULL;
     if (why != NULL) {
-        snprintf(err, errlen, "endpoint \"%s\" %s", conf->endpoint, why);
+        char  masked[512];
+
+        /* err goes to a log line: no credentials (url_mask.h). */
+        snprintf(err, errlen, "endpoint \"%s\" %s",
+                 sp_url_mask(conf->endpoint, masked, sizeof(masked)), why);
         return NULL;
     }
 
@@ -716,6 +721,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     e->conf.trusted_certificate_pem = e->trusted_certificate_pem;
     e->conf.headers = (const char *const *) e->headers;
     e->conf.resource = NULL;
+    e->conf.profiling_redact = NULL;    /* copied by the profile export */
     if (conf->resource != NULL) {
         memset(&e->resource, 0, sizeof(e->resource));
         for (i = 0; i < conf->resource->nattrs; i++) {
@@ -810,6 +816,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
                            ? conf->profiles_interval_ms : 10000,
             .max_size = conf->profiles_max_size,
             .log = &e->conf.log,
+            .redact = conf->profiling_redact,
         });
         if (e->profiles == NULL) {
             goto nomem;
@@ -1007,5 +1014,7 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     if (e->profiles != NULL) {
         sp_profile_export_stats(e->profiles, &st->profiles_exported,
                                 &st->profiles_failed, &st->profile_samples);
+        st->functions_redacted = sp_profile_export_functions_redacted(
+                                     e->profiles);
     }
 }

@@ -69,6 +69,10 @@ typedef struct {
     uint64_t             profiles_interval_ms;
     const char          *pyroscope_url;      /* NULL: none */
     size_t               profiles_max_size;  /* bytes; 0: the default */
+    /* otel_profiling_redact: function names containing any of these
+     * (case-insensitive) are exported as [REDACTED]; NULL-ended, copied;
+     * NULL: off. See symbol_redact.h. */
+    const char *const   *profiling_redact;
 
     /* Opened by the server's master/parent before workers drop their
      * privileges (NULL: by path, in this process); both must outlive
@@ -91,6 +95,7 @@ typedef struct {
     uint64_t  profiles_exported;
     uint64_t  profiles_failed;
     uint64_t  profile_samples;
+    uint64_t  functions_redacted;      /* otel_profiling_redact */
 } sp_exporter_stats_t;
 
 /* Checks an endpoint URL; NULL when fine, else a static reason. */

@@ -17,6 +17,7 @@
 #include "common/profile/profile_truncate.h"
 #include "common/profile/pyroscope_ingest.h"
 #include "common/profile/sampler.h"
+#include "common/profile/symbol_redact.h"
 #include "common/profile/symbols.h"
 
 #define MS  1000000ull
@@ -26,6 +27,7 @@ struct sp_profile_export {
     sp_profile_export_conf_t  conf;
     sp_profile_builder_t     *builder;
     sp_symbolizer_t          *symbolizer;
+    sp_symbol_redact_t       *redact;        /* NULL: off */
     sp_http_client_t         *otlp;
     sp_http_client_t         *pyroscope;
     sp_arena_t                arena;
@@ -44,6 +46,7 @@ sp_profile_export_t *
 sp_profile_export_new(const sp_profile_export_conf_t *c)
 {
     sp_profile_export_t  *pe = calloc(1, sizeof(*pe));
+    const char           *why = NULL;
 
     if (pe == NULL) {
         return NULL;
@@ -54,6 +57,8 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
     }
     pe->builder = sp_profile_builder_new();
     pe->symbolizer = sp_symbolizer_new(pe->conf.symbol_files);
+    pe->redact = sp_symbol_redact_new(c->redact, &why);
+    pe->conf.redact = NULL;
     sp_buf_init(&pe->otlp_body);
     sp_buf_init(&pe->body);
     sp_buf_init(&pe->form);
@@ -67,7 +72,7 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
             .connect_timeout_ms = 2000,
         });
     }
-    if (pe->builder == NULL || pe->symbolizer == NULL
+    if (pe->builder == NULL || pe->symbolizer == NULL || why != NULL
         || (c->otlp_url != NULL && pe->otlp == NULL)
         || (c->pyroscope_url != NULL && pe->pyroscope == NULL))
     {
@@ -89,6 +94,7 @@ sp_profile_export_free(sp_profile_export_t *pe)
     }
     sp_profile_builder_free(pe->builder);
     sp_symbolizer_free(pe->symbolizer);
+    sp_symbol_redact_free(pe->redact);
     sp_http_client_free(pe->otlp);
     sp_http_client_free(pe->pyroscope);
     sp_arena_free(&pe->arena);
@@ -340,6 +346,9 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
+            /* Once per distinct function, before any encoder sees it. */
+            sp_symbol_redact_profile(pe->redact, &p);
+
             if (pe->otlp != NULL
                 && encode(pe, "OTLP", &p, encode_otlp, NULL,
                           &pe->otlp_body) == 0)
@@ -387,4 +396,13 @@ sp_profile_export_stats(const sp_profile_export_t *pe, uint64_t *exported,
     *exported = pe->exported;
     *failed = pe->failed;
     *samples = pe->samples;
+}
+
+uint64_t
+sp_profile_export_functions_redacted(const sp_profile_export_t *pe)
+{
+    sp_symbol_redact_stats_t  st;
+
+    sp_symbol_redact_get_stats(pe->redact, &st);
+    return st.functions_redacted;
 }

@@ -34,6 +34,9 @@ typedef struct {
      * 0: SP_PROFILE_MAX_SIZE_DEFAULT. */
     size_t                max_size;
     const sp_logger_t    *log;
+    /* otel_profiling_redact patterns (symbol_redact.h), NULL-ended and
+     * copied; NULL: off */
+    const char *const    *redact;
 } sp_profile_export_conf_t;
 
 sp_profile_export_t *sp_profile_export_new(const sp_profile_export_conf_t *c);
@@ -61,5 +64,8 @@ int sp_profile_export_busy(const sp_profile_export_t *pe);
 
 void sp_profile_export_stats(const sp_profile_export_t *pe,
     uint64_t *exported, uint64_t *failed, uint64_t *samples);
+
+/* Function entries exported as [REDACTED] so far (symbol_redact.h). */
+uint64_t sp_profile_export_functions_redacted(const sp_profile_export_t *pe);
 
 #endif
