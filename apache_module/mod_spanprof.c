@@ -69,6 +69,7 @@ spanprof_create_dir_conf(apr_pool_t *p, char *dir)
     dc->trace = SPANPROF_UNSET;
     dc->context = SPANPROF_UNSET;
     dc->profiling = SPANPROF_UNSET;
+    dc->api_write = SPANPROF_UNSET;
     return dc;
 }
 
@@ -94,6 +95,8 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     dc->span_attrs = add->span_attrs ? add->span_attrs : base->span_attrs;
     dc->profiling = add->profiling != SPANPROF_UNSET ? add->profiling
                                                      : base->profiling;
+    dc->api_write = add->api_write != SPANPROF_UNSET ? add->api_write
+                                                     : base->api_write;
     /* <Directory>, <Files> and <If> keep the <Location> route. */
     if (add->route_set) {
         dc->route_set = 1;
@@ -605,6 +608,9 @@ static const command_rec  spanprof_cmds[] = {
         "seconds between profile exports (default 10)"),
     AP_INIT_TAKE1("OtelProfilingMaxDepth", spanprof_set_profiling_depth, NULL,
         RSRC_CONF, "frames kept per stack, 1 to 256 (default 64)"),
+    AP_INIT_FLAG("OtelApiWrite", spanprof_set_api_write, NULL,
+                 SPANPROF_DIR, "On: the control API in this location "
+                 "takes POST, PUT and DELETE (default Off: read-only)"),
     AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
         RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
 
@@ -1167,6 +1173,7 @@ spanprof_register_hooks(apr_pool_t *p)
 
     spanprof_register_profiling_hooks();
     spanprof_register_expr_hooks();
+    spanprof_register_api_hooks();
 
     /* mod_proxy: the end of the exchange through an optional hook (works
      * whatever the load order); each attempt through its scheme_handler

@@ -8,6 +8,7 @@
  *                                of requests to the worker's CPU samples
  * ngx_http_spanprof_exporter.c   the exporter on the worker's event loop
  * ngx_http_spanprof_files.c      descriptors the master opens for workers
+ * ngx_http_spanprof_api.c        otel_api: the control and status API
  */
 
 #ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
@@ -75,6 +76,9 @@ typedef struct {
     ngx_str_t                    pyroscope;
     ngx_flag_t                   profiling_used;
 
+    /* otel_api: the control state and status slots (one zone) */
+    ngx_shm_zone_t              *api_zone;
+
     /* Set while parsing: some location traces, propagates or profiles. */
     ngx_flag_t                   used;
     ngx_uint_t                   trace_line;
@@ -96,6 +100,9 @@ typedef struct {
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
     ngx_flag_t                   profiling;
+    /* otel_api in this location (not inherited: a content handler) */
+    unsigned                     api:1;
+    unsigned                     api_write:1;
     /* Traces (or may: a variable), propagates or profiles; set at merge. */
     ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;
@@ -168,6 +175,10 @@ char *ngx_http_spanprof_files_conf(ngx_conf_t *cf,
 ngx_int_t ngx_http_spanprof_files_init_module(ngx_cycle_t *cycle);
 void ngx_http_spanprof_files_worker(ngx_http_spanprof_main_conf_t *mcf,
     sp_exporter_conf_t *ec, sp_file_output_fds_t *files);
+
+char *ngx_http_spanprof_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+void ngx_http_spanprof_api_init_process(ngx_http_spanprof_main_conf_t *mcf);
+void ngx_http_spanprof_api_exit_process(void);
 
 void ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle,
     sp_exporter_loop_t *loop);
