@@ -282,7 +282,9 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
     }
     s->n_location_id = ps->stack_len;
     s->value[0] = ps->count;
-    s->value[1] = sample_ns(ps->count, p->period_ns);
+    /* Each sample's own period: true CPU time while the rate changes. */
+    s->value[1] = ps->cpu_ns != 0 ? ps->cpu_ns
+                                  : sample_ns(ps->count, p->period_ns);
     s->n_value = 2;
 
     if (ps->has_span) {

@@ -10,9 +10,10 @@
  * exporter; the message tree is built in `a` (the caller resets it
  * after).
  *
- * sample_type [samples/count, cpu/nanoseconds], values [count,
- * count * period_ns (saturated)]; period_type cpu/nanoseconds, period =
- * period_ns;
+ * sample_type [samples/count, cpu/nanoseconds], values [count, cpu_ns]
+ * (cpu_ns is the sum of each sample's own period, true when the sampler's
+ * rate changed within the interval; when 0, count * period_ns, saturated);
+ * period_type cpu/nanoseconds, period = period_ns;
  * time_nanos/duration_nanos from the profile's interval. Mapping, location
  * and function ids are the profile's table indices + 1. Samples that ran in
  * a span carry the string labels "trace_id" (32 hex), "span_id" (16 hex)

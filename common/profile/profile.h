@@ -34,6 +34,9 @@ typedef struct {
     uint32_t     stack_off;     /* into locs[]: leaf first */
     uint32_t     stack_len;
     int64_t      count;         /* samples (timer overruns included) */
+    int64_t      cpu_ns;        /* sum of each sample's weight * period: true
+                                 * CPU time across rate changes; 0 when
+                                 * unknown (encoders use count * period_ns) */
     uint32_t     ts_off;        /* into timestamps[] */
     uint32_t     ts_len;
     uint8_t      has_span;
@@ -46,7 +49,7 @@ typedef struct {
     const sp_resource_t    *resource;
     uint64_t                start_ns;   /* wall clock, interval start */
     uint64_t                end_ns;
-    uint64_t                period_ns;  /* 1e9 / rate */
+    uint64_t                period_ns;  /* sampler's period at the end */
 
     sp_profile_sample_t    *samples;
     size_t                  nsamples;

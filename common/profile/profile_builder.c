@@ -13,6 +13,7 @@ typedef struct {
     uint8_t    span_id[SP_SPAN_ID_LEN];
     int32_t    name;          /* into names, -1 when none */
     int64_t    count;
+    int64_t    cpu_ns;        /* sum of weight * period */
     uint32_t   nts;
 } entry_t;
 
@@ -322,6 +323,7 @@ sp_profile_builder_add(sp_profile_builder_t *b, const sp_raw_sample_t *s)
         return;
     }
     b->entries[idx].count += s->weight;
+    b->entries[idx].cpu_ns += (int64_t) s->weight * s->period_ns;
     b->entries[idx].nts++;
     b->stamps[b->nstamps].entry = (uint32_t) idx;
     b->stamps[b->nstamps].ns = s->time_ns;
@@ -481,6 +483,7 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
             }
         }
         ps->count = e->count;
+        ps->cpu_ns = e->cpu_ns;
         ps->ts_off = (uint32_t) off;
         ps->ts_len = e->nts;
         off += e->nts;

@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,8 +27,15 @@
 typedef struct {
     timer_t                timer;
     int                    armed;
+    size_t                 slot;      /* in the registry */
     volatile sig_atomic_t  busy;
 } thread_state_t;
+
+/* Registered threads' timers, so that any thread can re-arm them all. */
+typedef struct {
+    timer_t   timer;
+    int       used;
+} reg_entry_t;
 
 static sp_slot_ring_t         ring;
 static sp_sampler_conf_t      conf;
@@ -35,6 +44,18 @@ static int                    installed;
 static struct sigaction       old_action;
 static _Atomic uint64_t       n_samples, n_skipped_loader, n_reentered;
 static __thread thread_state_t  ts;
+
+static pthread_mutex_t        reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static reg_entry_t           *reg;
+static size_t                 reg_n, reg_cap;
+/* Control state; written under reg_lock, read anywhere. */
+static _Atomic unsigned       base_rate;
+static _Atomic unsigned       shed_level;
+static _Atomic int            paused;
+/* What the handler reads: the period in force, 0 when paused. */
+static _Atomic uint32_t       cur_period;
+
+static void apply_locked(void);
 
 
 static void
@@ -46,9 +67,14 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     sp_thread_ctx_record_t  *rec;
     uintptr_t                pc;
     int                      n, i, overrun;
+    uint32_t                 period;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
+    }
+    period = atomic_load_explicit(&cur_period, memory_order_relaxed);
+    if (period == 0) {
+        goto out;       /* paused: a signal that was already pending */
     }
     if (ts.busy) {
         atomic_fetch_add_explicit(&n_reentered, 1, memory_order_relaxed);
@@ -64,6 +90,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     s->time_ns = sp_now_ns();
     overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
     s->weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    s->period_ns = period;
 
     rec = sp_thread_ctx_current();
     s->has_ctx = 0;
@@ -178,8 +205,123 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
         installed = 1;
     }
 
+    /* The configured rate; a shed level or a pause set before stays. */
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&base_rate, conf.rate_hz);
+    apply_locked();
+    pthread_mutex_unlock(&reg_lock);
+
     atomic_store(&running, 1);
     return 0;
+}
+
+
+/* Effective rate from the control state: max(1, base >> level). */
+static unsigned
+effective_rate(void)
+{
+    unsigned  base = atomic_load(&base_rate), level = atomic_load(&shed_level);
+
+    if (base == 0) {
+        return 0;
+    }
+    return level >= 16 || (base >> level) == 0 ? 1 : base >> level;
+}
+
+static void
+period_spec(struct itimerspec *its, uint64_t period, uint64_t first)
+{
+    its->it_interval.tv_sec = (time_t) (period / 1000000000ull);
+    its->it_interval.tv_nsec = (long) (period % 1000000000ull);
+    its->it_value.tv_sec = (time_t) (first / 1000000000ull);
+    its->it_value.tv_nsec = (long) (first % 1000000000ull);
+}
+
+/* Under reg_lock: publishes the period in force and re-arms every
+ * registered timer with it (or disarms them all when paused). */
+static void
+apply_locked(void)
+{
+    struct itimerspec  its;
+    unsigned           rate = effective_rate();
+    uint64_t           period = rate ? 1000000000ull / rate : 0;
+    size_t             i;
+
+    if (atomic_load(&paused) || period == 0) {
+        memset(&its, 0, sizeof(its));
+        atomic_store(&cur_period, 0);
+    } else {
+        period_spec(&its, period, period);
+        atomic_store(&cur_period, (uint32_t) period);
+    }
+    for (i = 0; i < reg_n; i++) {
+        if (reg[i].used) {
+            /* A thread that exited without unregistering leaves a timer
+             * the kernel may refuse: nothing to do about it here. */
+            (void) timer_settime(reg[i].timer, 0, &its, NULL);
+        }
+    }
+}
+
+
+int
+sp_sampler_set_rate(unsigned rate_hz)
+{
+    if (rate_hz < 1 || rate_hz > 1000) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&base_rate, rate_hz);
+    apply_locked();
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+}
+
+unsigned
+sp_sampler_rate(void)
+{
+    return atomic_load(&base_rate);
+}
+
+void
+sp_sampler_set_shed_level(unsigned level)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&shed_level) != level) {
+        atomic_store(&shed_level, level);
+        apply_locked();
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+unsigned
+sp_sampler_shed_level(void)
+{
+    return atomic_load(&shed_level);
+}
+
+unsigned
+sp_sampler_effective_rate(void)
+{
+    return effective_rate();
+}
+
+void
+sp_sampler_set_paused(int p)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&paused) != !!p) {
+        atomic_store(&paused, !!p);
+        apply_locked();
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+int
+sp_sampler_paused(void)
+{
+    return atomic_load(&paused);
 }
 
 
@@ -191,6 +333,8 @@ sp_sampler_thread_register(void)
     uint64_t           period, first;
     uint8_t            rnd[8];
     void              *warm[8];
+    size_t             i;
+    int                rc = 0;
 
     if (!atomic_load(&running)) {
         errno = EINVAL;
@@ -216,24 +360,51 @@ sp_sampler_thread_register(void)
         return -1;
     }
 
-    /* A random first expiry: threads started together do not sample in
-     * lockstep, and a periodic workload is not aliased. */
-    period = 1000000000ull / conf.rate_hz;
-    sp_span_id_generate(rnd);
-    memcpy(&first, rnd, sizeof(first));
-    first = first % period + 1;
+    pthread_mutex_lock(&reg_lock);
+    for (i = 0; i < reg_n && reg[i].used; i++) {
+        /* void */
+    }
+    if (i == reg_cap) {
+        size_t        cap = reg_cap ? reg_cap * 2 : 16;
+        reg_entry_t  *r = realloc(reg, cap * sizeof(*r));
 
-    its.it_interval.tv_sec = (time_t) (period / 1000000000ull);
-    its.it_interval.tv_nsec = (long) (period % 1000000000ull);
-    its.it_value.tv_sec = 0;
-    its.it_value.tv_nsec = (long) first;
+        if (r == NULL) {
+            pthread_mutex_unlock(&reg_lock);
+            timer_delete(ts.timer);
+            errno = ENOMEM;
+            return -1;
+        }
+        reg = r;
+        reg_cap = cap;
+    }
+    if (i == reg_n) {
+        reg_n++;
+    }
+    reg[i].timer = ts.timer;
+    reg[i].used = 1;
+    ts.slot = i;
     ts.armed = 1;
-    if (timer_settime(ts.timer, 0, &its, NULL) != 0) {
+
+    /* A random first expiry: threads started together do not sample in
+     * lockstep, and a periodic workload is not aliased. Armed under the
+     * lock, so a concurrent rate change cannot be overwritten. */
+    period = atomic_load(&cur_period);
+    if (period != 0) {
+        sp_span_id_generate(rnd);
+        memcpy(&first, rnd, sizeof(first));
+        first = first % period + 1;
+        period_spec(&its, period, first);
+        if (timer_settime(ts.timer, 0, &its, NULL) != 0) {
+            rc = -1;
+        }
+    }
+    if (rc != 0) {
+        reg[i].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
-        return -1;
     }
-    return 0;
+    pthread_mutex_unlock(&reg_lock);
+    return rc;
 }
 
 
@@ -241,8 +412,11 @@ void
 sp_sampler_thread_unregister(void)
 {
     if (ts.armed) {
+        pthread_mutex_lock(&reg_lock);
+        reg[ts.slot].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
+        pthread_mutex_unlock(&reg_lock);
     }
 }
 
@@ -265,7 +439,9 @@ sp_sampler_running(void)
 uint64_t
 sp_sampler_period_ns(void)
 {
-    return conf.rate_hz ? 1000000000ull / conf.rate_hz : 0;
+    unsigned  rate = effective_rate();
+
+    return rate ? 1000000000ull / rate : 0;
 }
 
 

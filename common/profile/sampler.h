@@ -21,6 +21,7 @@
 typedef struct {
     uint64_t   time_ns;           /* wall clock */
     uint32_t   weight;            /* 1 + timer overruns */
+    uint32_t   period_ns;         /* the timer's period when taken */
     uint16_t   nframes;           /* frames[0] is the interrupted pc */
     uint8_t    has_ctx;
     uint8_t    attrs_len;
@@ -43,6 +44,26 @@ typedef struct {
     uint64_t   reentered;
 } sp_sampler_stats_t;
 
+/* Runtime control, from any thread (the exporter's, nginx's event loop, the
+ * control API). Every registered thread's timer is re-armed at once with
+ * timer_settime (the registry of timers is under a mutex the signal handler
+ * never touches); the handler reads only the current period (one atomic),
+ * which each raw sample records, so weights stay true CPU time across a
+ * change. A signal already pending when the period changes is recorded with
+ * the new period: at most one sample per thread per change is off. */
+
+/* The base rate (1..1000 Hz), e.g. set by the control API. 0, or -1 with
+ * errno EINVAL when out of range. */
+int      sp_sampler_set_rate(unsigned rate_hz);
+unsigned sp_sampler_rate(void);            /* base rate */
+/* Load shedding: the effective rate is max(1, base >> level). */
+void     sp_sampler_set_shed_level(unsigned level);
+unsigned sp_sampler_shed_level(void);
+unsigned sp_sampler_effective_rate(void);
+/* Pause: timers disarmed, no samples; resume re-arms. */
+void     sp_sampler_set_paused(int paused);
+int      sp_sampler_paused(void);
+
 /* Installs the SIGPROF handler and the loader snapshot; call once per
  * process (worker), before any thread registers. 0, or -1 with err. */
 int sp_sampler_start(const sp_sampler_conf_t *conf, char *err, size_t errlen);
@@ -57,6 +78,7 @@ void sp_sampler_thread_unregister(void);
 void sp_sampler_stop(void);
 
 int sp_sampler_running(void);
+/* The effective period now (1e9 / effective rate), also when paused. */
 uint64_t sp_sampler_period_ns(void);
 
 /* Exporter thread: up to max samples in order; release after use. */
