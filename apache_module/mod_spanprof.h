@@ -95,6 +95,7 @@ typedef struct {
     ap_expr_info_t      *span_name;        /* NULL: inherit / default */
     apr_array_header_t  *span_attrs;       /* NULL: inherit */
     int                  profiling;        /* SPANPROF_UNSET, 0, 1 */
+    int                  api_write;        /* OtelApiWrite: UNSET, 0, 1 */
 
     /* The route: set (after the configuration is read) on the
      * configurations of <Location> sections; a regex one has none. */
