@@ -136,9 +136,17 @@ subtest 'counters move with traffic' => sub {
         'export_requests_ok grew';
     ok sum_counter($j, 'profile_bytes_exported') > 0, 'profile_bytes_exported: '
         . sum_counter($j, 'profile_bytes_exported');
-    my $bytes = 0;
-    $bytes += -s $_ for pprof_files($out);
-    is sum_counter($j, 'profile_bytes_exported'), $bytes, "profile bytes = the pprof files' size ($bytes)";
+    # the files are written as the counter grows: once both rest, they agree
+    my ($bytes, $counted) = (0, -1);
+    wait_until(5, sub {
+        my $b1 = 0;
+        $b1 += -s $_ for pprof_files($out);
+        $counted = sum_counter(status_json(), 'profile_bytes_exported');
+        $bytes = 0;
+        $bytes += -s $_ for pprof_files($out);
+        return $b1 == $bytes && $counted == $bytes;
+    });
+    is $counted, $bytes, "profile_bytes_exported = the pprof files' size ($bytes)";
 };
 
 subtest 'Prometheus text, parsed by prometheus_client' => sub {

@@ -40,23 +40,24 @@ sp_control_worker_detach(void)
 }
 
 /* A change not yet applied: the sampler follows it (only where it runs:
- * profiling not configured here has no sampler to resume). */
+ * profiling not configured here has no sampler to resume, and nothing is
+ * marked applied). */
 static void
 apply(sp_control_shm_t *c)
 {
     sp_control_state_t  st;
 
     sp_control_get(c, &st);
-    if (st.generation == applied_generation) {
+    /* A sampler not started yet (the first ticks run before it) gets the
+     * state once it runs. */
+    if (st.generation == applied_generation || !sp_sampler_running()) {
         return;
     }
-    if (sp_sampler_running()) {
-        if (sp_sampler_rate() != st.rate_hz) {
-            (void) sp_sampler_set_rate(st.rate_hz);
-        }
-        if (sp_sampler_paused() != !st.profiling) {
-            sp_sampler_set_paused(!st.profiling);
-        }
+    if (sp_sampler_rate() != st.rate_hz) {
+        (void) sp_sampler_set_rate(st.rate_hz);
+    }
+    if (sp_sampler_paused() != !st.profiling) {
+        sp_sampler_set_paused(!st.profiling);
     }
     applied_generation = st.generation;
 }
