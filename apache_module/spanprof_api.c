@@ -168,9 +168,7 @@ spanprof_api_handler(request_rec *r)
     memset(&info, 0, sizeof(info));
     info.server = "apache";
     info.endpoint = sc->endpoint != NULL
-                    && strncmp(sc->endpoint, "file://", 7) != 0
-                    ? sp_api_public_url(sc->endpoint, ep, sizeof(ep))
-                    : sc->endpoint;
+                    ? sp_api_public_url(sc->endpoint, ep, sizeof(ep)) : NULL;
     info.pyroscope = sc->pyroscope != NULL
                      ? sp_api_public_url(sc->pyroscope, py, sizeof(py))
                      : NULL;
