@@ -99,6 +99,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_profiling] = !sp_sampler_paused();
         st->v[SP_ST_rate_hz] = sp_sampler_effective_rate();
         st->v[SP_ST_base_rate_hz] = sp_sampler_rate();
+        st->v[SP_ST_shed_level] = sp_sampler_shed_level();
     }
     st->v[SP_ST_applied_generation] = applied_generation;
 }

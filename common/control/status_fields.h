@@ -13,6 +13,8 @@
       "1 while this worker samples its CPU, 0 while profiling is off")        \
     X(rate_hz, GAUGE, "The sampler's current rate in Hz")                      \
     X(base_rate_hz, GAUGE, "The sampler's base rate in Hz (before shedding)") \
+    X(shed_level, GAUGE,                                                      \
+      "Load shedding level: the rate is the base rate >> level")              \
     X(spans_started, COUNTER,                                                 \
       "Spans begun by requests (queued or dropped because the queue was full)") \
     X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \
