@@ -93,8 +93,13 @@ test_state(void *mem)
     sp_control_get(c, &st);
     ok(st.profiling == 1 && st.rate_hz == 50 && st.generation == 4,
        "reset: the new configured state, a new generation");
-    ok(sp_control_shm_reset((char *) mem + 8, 1, 50) == NULL,
-       "reset of something else: NULL");
+    {
+        static _Alignas(64) unsigned char  junk[4096];
+
+        memset(junk, 0x5a, sizeof(junk));
+        ok(sp_control_shm_reset(junk, 1, 50) == NULL,
+           "reset of something else: NULL");
+    }
 }
 
 static void
