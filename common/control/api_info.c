@@ -15,8 +15,14 @@ sp_api_public_url(const char *url, char *out, size_t outlen)
     if (url == NULL) {
         return out;
     }
-    p = strstr(url, "://");
-    auth = p != NULL ? p + 3 : url;
+    /* A scheme is letters, digits, '+', '-', '.' before "://"; without
+     * one it is not a URL, and nothing of it is shown. */
+    p = url + strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789+-.");
+    if (p == url || strncmp(p, "://", 3) != 0) {
+        return out;
+    }
+    auth = p + 3;
     /* The authority ends at the first '/', '?' or '#'. */
     end = auth + strcspn(auth, "/?#");
     at = NULL;

@@ -26,7 +26,7 @@ typedef struct {
 
 /* scheme://host[:port][/path] of url into out (outlen bytes): the
  * userinfo (user:password@), the query and the fragment are left out.
- * Returns out; "" for NULL. */
+ * Returns out; "" for NULL or a string without a scheme. */
 char *sp_api_public_url(const char *url, char *out, size_t outlen);
 
 #endif

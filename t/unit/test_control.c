@@ -69,6 +69,10 @@ test_public_url(void)
     is_str(sp_api_public_url("http://u:p@host/a", out, 10), "http://ho",
            "truncated, NUL-ended");
     is_str(sp_api_public_url(NULL, out, sizeof(out)), "", "NULL");
+    is_str(sp_api_public_url("u:p@host/x", out, sizeof(out)), "",
+           "no scheme: nothing shown");
+    is_str(sp_api_public_url("{\"a://u@h", out, sizeof(out)), "",
+           "not a scheme: nothing shown");
 }
 
 static void
