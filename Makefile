@@ -15,7 +15,7 @@ COMMON_HDRS := $(wildcard common/*/*.h)
 CFLAGS      ?= -O2 -g
 CORE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
                -fPIC -mtls-dialect=gnu2 -I. -I$(GEN) $(CFLAGS)
-CORE_LIBS   := -lprotobuf-c -lcurl -lz -lunwind -lpthread
+CORE_LIBS   := -lprotobuf-c -lcurl -lz -lunwind -lpthread -ljansson
 
 NGX_BUILD   := $(BUILD)/nginx
 NGX_TREE    := $(BUILD)/nginx-src

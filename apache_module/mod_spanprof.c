@@ -72,6 +72,7 @@ spanprof_create_dir_conf(apr_pool_t *p, char *dir)
     dc->trace = SPANPROF_UNSET;
     dc->context = SPANPROF_UNSET;
     dc->profiling = SPANPROF_UNSET;
+    dc->api_write = SPANPROF_UNSET;
     return dc;
 }
 
@@ -120,6 +121,8 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
         dc->redact_query = add->redact_query ? add->redact_query
                                              : base->redact_query;
     }
+    dc->api_write = add->api_write != SPANPROF_UNSET ? add->api_write
+                                                     : base->api_write;
     /* <Directory>, <Files> and <If> keep the <Location> route. */
     if (add->route_set) {
         dc->route_set = 1;
@@ -800,6 +803,9 @@ static const command_rec  spanprof_cmds[] = {
     AP_INIT_ITERATE("OtelProfilingRedact", spanprof_set_profiling_redact,
         NULL, RSRC_CONF, "function names containing any of these "
         "(case-insensitive) are exported as [REDACTED]"),
+    AP_INIT_FLAG("OtelApiWrite", spanprof_set_api_write, NULL,
+                 SPANPROF_DIR, "On: the control API in this location "
+                 "takes POST, PUT and DELETE (default Off: read-only)"),
     AP_INIT_TAKE1("OtelProfilingPyroscope", spanprof_set_pyroscope, NULL,
         RSRC_CONF, "also send profiles to this Grafana Pyroscope URL"),
 
@@ -1379,6 +1385,7 @@ spanprof_register_hooks(apr_pool_t *p)
 
     spanprof_register_profiling_hooks();
     spanprof_register_expr_hooks();
+    spanprof_register_api_hooks();
 
     /* mod_proxy: the end of the exchange through an optional hook (works
      * whatever the load order); each attempt through its scheme_handler

@@ -8,6 +8,7 @@
  *   spanprof_profiling.c  the sampler in each child and the binding of
  *                         requests to the threads' CPU samples
  *   spanprof_files.c      descriptors the parent opens for the children
+ *   spanprof_api.c        SetHandler spanprof-api: control and status API
  */
 
 #ifndef MOD_SPANPROF_H
@@ -111,6 +112,7 @@ typedef struct {
     /* OtelSpanRedactQuery: the section's names and the inherited ones
      * (of sp_query_name_t), or NULL */
     apr_array_header_t  *redact_query;
+    int                  api_write;        /* OtelApiWrite: UNSET, 0, 1 */
 
     /* The route: set (after the configuration is read) on the
      * configurations of <Location> sections; a regex one has none. */
@@ -218,6 +220,10 @@ spanprof_dir_conf(request_rec *r)
          ? ap_get_module_config(r->per_dir_config, &spanprof_module) : NULL;
     return dc != NULL ? dc : &spanprof_dir_defaults;
 }
+
+/* spanprof_api.c */
+const char *spanprof_set_api_write(cmd_parms *cmd, void *conf, int on);
+void spanprof_register_api_hooks(void);
 
 /* spanprof_context.c */
 spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);

@@ -23,13 +23,14 @@ sub min { my $m; for (@_) { $m = $_ if !defined $m || $_ < $m } $m }
 sub max { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } $m }
 sub sum { my $s = 0; $s += $_ for @_; $s }
 
-my @cfgs = qw(A B C D E);
+my @cfgs = qw(A B C D E F);
 my %desc = (
     A => 'no module',
     B => 'module loaded, `otel_trace off`',
     C => 'tracing, collector answers 200',
     D => 'C + profiling at 100 Hz',
     E => 'C, collector down (refused)',
+    F => 'D + an `otel_api` location (status and control every 250 ms)',
 );
 my %wdesc = (
     r200   => '`return 200` (`GET /r200`)',
@@ -138,6 +139,23 @@ my %hang = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split ' ', slurp("$W/hang.tx
 my @targets;
 sub target { push @targets, target_row(@_) }
 push @targets, ratio_targets(\%S, \@wls);
+# The control API works off the request path: F (D with an otel_api
+# location) may not cost more per request than D beyond noise.
+{
+    my (@parts, $ok);
+    $ok = 1;
+    for my $wl (@wls) {
+        my ($d, $fx) = ($S{$wl}{D}, $S{$wl}{F});
+        next unless $d && $fx;
+        my $delta = $fx->{cpu} - $d->{cpu};
+        my $noise = $d->{cmax} - $d->{cmin};
+        $ok &&= $delta <= 0.05 || $delta <= $noise;
+        push @parts, sprintf("%s %+.3f µs/req (D's own spread %.2f µs/req; F/D requests/s %.3f)",
+                             $wl, $delta, $noise, $fx->{rps} / $d->{rps});
+    }
+    target('F − D ≤ 0.05 µs/req or within D\'s spread (the control API adds nothing to the request path)', $ok,
+           join('; ', @parts)) if @parts;
+}
 my ($e_first, $e_last, $e_min, $e_max, @e_series);
 {
     # The E instance lives through every workload: its RSS after each run,
@@ -281,15 +299,15 @@ p "## How it was run", "",
   "```", "",
   "`bench/run` builds the module (`make nginx`) and the tools (`make bench-tools`:",
   "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
-  "- starts five nginx instances, one per configuration, each `worker_processes 1`, with",
+  "- starts six nginx instances, one per configuration, each `worker_processes 1`, with",
   "  `taskset -c 1 /usr/sbin/nginx -p DIR/ -c DIR/nginx.conf -e DIR/error.log` (master and",
   "  worker on CPU 1; the exporter runs on the worker's own event loop, no thread of its own,",
   "  so its CPU is part of the worker's);",
-  "- starts `taskset -c 0 build/bench/receiver --port P` for C and D: an epoll HTTP/1.1",
+  "- starts `taskset -c 0 build/bench/receiver --port P` for C, D and F: an epoll HTTP/1.1",
   "  server that answers every request `200` with an empty body and counts the spans of",
   "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
   "  E's endpoint is a port where nothing listens;",
-  "- for each workload, $meta{rounds} rounds of A B C D E; each run is",
+  "- for each workload, $meta{rounds} rounds of A B C D E F; each run is",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{warmup}s URL` (warm-up, not counted), then",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{duration}s URL`;",
   "- around each measured run it reads `utime+stime` (fields 14, 15 of `/proc/<worker>/stat`,",
@@ -304,7 +322,8 @@ p "## How it was run", "",
                : "- then runs `bench/run_apache` for Apache httpd, unless `BENCH_APACHE=0` (it did not run this time)."), "";
 p "The configuration of C (the others differ as described: A has no `load_module` and no",
   "`otel_*` lines, B has `otel_trace off`, D adds `otel_profiling_rate 100;",
-  "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port):", "",
+  "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port, F is D",
+  "with `location = /api { otel_api; }` in the measured server):", "",
   "```nginx", (split /\n/, slurp("$W/nginx-C.conf")), "```", "";
 
 p "## Throughput, CPU and memory", "";
@@ -429,7 +448,7 @@ if ($apache_run) {
       "  second port (`<VirtualHost>`) of the same apache2, with `OtelTrace Off` there, answered",
       "  like r200 over mod_proxy's pooled keep-alive connections;",
       "- `build/bench/receiver` for C and D on ports of their own; E's endpoint is a closed port;",
-      "- for each workload, $ameta{rounds} rounds of A B C D E; each run is",
+      "- for each workload, $ameta{rounds} rounds of A B C D E F; each run is",
       "  `taskset -c 0 wrk -t1 -c$ameta{conns} -d$ameta{warmup}s URL` (warm-up, not counted), then",
       "  `taskset -c 0 wrk -t1 -c$ameta{conns} -d$ameta{duration}s URL`;",
       "- CPU: `utime+stime` of `/proc/<child>/stat` (all the child's threads; the parent's",

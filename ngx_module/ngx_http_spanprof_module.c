@@ -269,6 +269,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       offsetof(ngx_http_spanprof_main_conf_t, profiling_max_size),
       &ngx_http_spanprof_max_size_bounds },
 
+    { ngx_string("otel_api"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
+      ngx_http_spanprof_api,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("otel_profiling_pyroscope"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_pyroscope,
@@ -1461,6 +1468,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     }
     ngx_http_spanprof_files_worker(mcf, &ec, &files);
 
+    ngx_http_spanprof_api_init_process(mcf);
     ngx_http_spanprof_exporter = sp_exporter_start(&ec, err, sizeof(err));
 
     /* External profilers read the same resource and request labels. */
@@ -1498,6 +1506,7 @@ ngx_http_spanprof_exit_process(ngx_cycle_t *cycle)
     ngx_http_spanprof_profiling_stop(cycle);
 
     ngx_http_spanprof_exporter = NULL;
+    ngx_http_spanprof_api_exit_process();
     if (e != NULL) {
         sp_exporter_stop(e);
         ngx_http_spanprof_exporter_loop_done();

@@ -8,6 +8,7 @@
  *                                of requests to the worker's CPU samples
  * ngx_http_spanprof_exporter.c   the exporter on the worker's event loop
  * ngx_http_spanprof_files.c      descriptors the master opens for workers
+ * ngx_http_spanprof_api.c        otel_api: the control and status API
  */
 
 #ifndef _NGX_HTTP_SPANPROF_MODULE_H_INCLUDED_
@@ -88,6 +89,9 @@ typedef struct {
     /* Some location has keep rules other than "all". */
     ngx_flag_t                   keep_used;
 
+    /* otel_api: the control state and status slots (one zone) */
+    ngx_shm_zone_t              *api_zone;
+
     /* Set while parsing: some location traces, propagates or profiles. */
     ngx_flag_t                   used;
     ngx_uint_t                   trace_line;
@@ -117,6 +121,9 @@ typedef struct {
      * (of sp_query_name_t), and their view for query_redact.h */
     ngx_array_t                 *redact_query;
     sp_query_redact_t            query_redact;
+    /* otel_api in this location (not inherited: a content handler) */
+    unsigned                     api:1;
+    unsigned                     api_write:1;
     /* Traces (or may: a variable), propagates or profiles; set at merge. */
     ngx_flag_t                   active;
 } ngx_http_spanprof_loc_conf_t;
@@ -195,6 +202,10 @@ char *ngx_http_spanprof_files_conf(ngx_conf_t *cf,
 ngx_int_t ngx_http_spanprof_files_init_module(ngx_cycle_t *cycle);
 void ngx_http_spanprof_files_worker(ngx_http_spanprof_main_conf_t *mcf,
     sp_exporter_conf_t *ec, sp_file_output_fds_t *files);
+
+char *ngx_http_spanprof_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+void ngx_http_spanprof_api_init_process(ngx_http_spanprof_main_conf_t *mcf);
+void ngx_http_spanprof_api_exit_process(void);
 
 void ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle,
     sp_exporter_loop_t *loop);

@@ -16,6 +16,7 @@
 #include "common/base/buf.h"
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
+#include "common/control/control_tick.h"
 #include "common/export/backoff.h"
 #include "common/export/exporter.h"
 #include "common/export/file_output.h"
@@ -567,6 +568,7 @@ exporter_step(sp_exporter_t *e)
     if (sp_http_loop_deadline(e->loop) < t) {
         t = sp_http_loop_deadline(e->loop);
     }
+    t = sp_control_tick(e, now, t);    /* the control API's status/control */
     return t;
 }
 
@@ -1004,6 +1006,8 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
 {
     memset(st, 0, sizeof(*st));
     st->spans_exported = atomic_load(&e->spans_exported);
+    st->spans_queued = sp_span_queue_committed(e->queue);
+    st->queue_depth = sp_span_queue_pending(e->queue);
     st->spans_dropped_queue_full = sp_span_queue_dropped(e->queue);
     st->spans_dropped_export = atomic_load(&e->spans_dropped_export);
     st->spans_rejected = atomic_load(&e->spans_rejected);
@@ -1016,5 +1020,9 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
                                 &st->profiles_failed, &st->profile_samples);
         st->functions_redacted = sp_profile_export_functions_redacted(
                                      e->profiles);
+        sp_profile_export_more_stats(e->profiles,
+                                     &st->profile_builder_dropped,
+                                     &st->profile_bytes_exported,
+                                     &st->profile_bytes_failed);
     }
 }

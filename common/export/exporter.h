@@ -96,6 +96,10 @@ typedef struct {
     uint64_t  profiles_failed;
     uint64_t  profile_samples;
     uint64_t  functions_redacted;      /* otel_profiling_redact */
+    uint64_t  queue_depth;             /* spans waiting in the queue */
+    uint64_t  profile_builder_dropped;
+    uint64_t  profile_bytes_exported;
+    uint64_t  profile_bytes_failed;
 } sp_exporter_stats_t;
 
 /* Checks an endpoint URL; NULL when fine, else a static reason. */

@@ -40,6 +40,8 @@ struct sp_profile_export {
     uint64_t                  due;           /* monotonic */
     uint64_t                  last_error_log;
     uint64_t                  exported, failed, samples;
+    uint64_t                  builder_dropped;   /* of the profiles reset */
+    uint64_t                  bytes_exported, bytes_failed;
 };
 
 sp_profile_export_t *
@@ -159,14 +161,16 @@ fail(sp_profile_export_t *pe, const char *fmt, const char *a, const char *b)
 
 static void
 posted(sp_profile_export_t *pe, const char *url,
-    const sp_http_response_t *resp)
+    const sp_http_response_t *resp, size_t len)
 {
     char  status[32];
 
     if (resp->status >= 200 && resp->status < 300) {
         pe->exported++;
+        pe->bytes_exported += len;
         return;
     }
+    pe->bytes_failed += len;
     snprintf(status, sizeof(status), "status %ld", resp->status);
     fail(pe, "profile export to %s failed: %s", url,
          resp->status ? status : resp->error);
@@ -177,7 +181,7 @@ posted_otlp(void *ud, const sp_http_response_t *resp)
 {
     sp_profile_export_t  *pe = ud;
 
-    posted(pe, pe->conf.otlp_url, resp);
+    posted(pe, pe->conf.otlp_url, resp, pe->otlp_body.len);
 }
 
 static void
@@ -185,7 +189,7 @@ posted_pyroscope(void *ud, const sp_http_response_t *resp)
 {
     sp_profile_export_t  *pe = ud;
 
-    posted(pe, pe->conf.pyroscope_url, resp);
+    posted(pe, pe->conf.pyroscope_url, resp, pe->form.len);
 }
 
 static void
@@ -197,6 +201,7 @@ post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
                             http == pe->otlp ? posted_otlp : posted_pyroscope,
                             pe) != 0)
     {
+        pe->bytes_failed += body->len;
         fail(pe, "profile export to %s failed: cannot start the request%s",
              url, "");
     }
@@ -213,10 +218,12 @@ write_pprof_file(sp_profile_export_t *pe)
                                    pe->body.len) != 0)
     {
         snprintf(path, sizeof(path), "%s/%s", pe->conf.file->dir, name);
+        pe->bytes_failed += pe->body.len;
         fail(pe, "cannot write %s: %s", path, strerror(errno));
         return;
     }
     pe->exported++;
+    pe->bytes_exported += pe->body.len;
 }
 
 
@@ -376,6 +383,7 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
         }
     }
 
+    pe->builder_dropped += sp_profile_builder_dropped(pe->builder);
     sp_profile_builder_reset(pe->builder);
     pe->start_ns = end;
     pe->due = sp_mono_ns() + pe->conf.interval_ms * MS;
@@ -405,4 +413,16 @@ sp_profile_export_functions_redacted(const sp_profile_export_t *pe)
 
     sp_symbol_redact_get_stats(pe->redact, &st);
     return st.functions_redacted;
+}
+
+
+void
+sp_profile_export_more_stats(const sp_profile_export_t *pe,
+    uint64_t *builder_dropped, uint64_t *bytes_exported,
+    uint64_t *bytes_failed)
+{
+    *builder_dropped = pe->builder_dropped
+                       + sp_profile_builder_dropped(pe->builder);
+    *bytes_exported = pe->bytes_exported;
+    *bytes_failed = pe->bytes_failed;
 }

@@ -64,6 +64,11 @@ int sp_profile_export_busy(const sp_profile_export_t *pe);
 
 void sp_profile_export_stats(const sp_profile_export_t *pe,
     uint64_t *exported, uint64_t *failed, uint64_t *samples);
+/* Samples the builder dropped (every profile so far), and the encoded
+ * bytes of the profiles exported and of those that failed. */
+void sp_profile_export_more_stats(const sp_profile_export_t *pe,
+    uint64_t *builder_dropped, uint64_t *bytes_exported,
+    uint64_t *bytes_failed);
 
 /* Function entries exported as [REDACTED] so far (symbol_redact.h). */
 uint64_t sp_profile_export_functions_redacted(const sp_profile_export_t *pe);

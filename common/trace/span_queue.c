@@ -115,3 +115,10 @@ sp_span_queue_dropped(const sp_span_queue_t *q)
            + atomic_load_explicit(&((sp_span_queue_t *) q)->refused,
                                   memory_order_relaxed);
 }
+
+uint64_t
+sp_span_queue_committed(const sp_span_queue_t *q)
+{
+    return atomic_load_explicit(&((sp_span_queue_t *) q)->ring.committed,
+                                memory_order_relaxed);
+}

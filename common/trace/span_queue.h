@@ -53,5 +53,7 @@ void sp_span_queue_release(sp_span_queue_t *q, size_t n);
 
 size_t sp_span_queue_pending(const sp_span_queue_t *q);
 uint64_t sp_span_queue_dropped(const sp_span_queue_t *q);
+/* Spans queued since the queue was made. */
+uint64_t sp_span_queue_committed(const sp_span_queue_t *q);
 
 #endif

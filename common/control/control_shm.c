@@ -1,0 +1,204 @@
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "common/control/control_shm.h"
+
+/* The wanted state packs into one word, so it is read and changed
+ * atomically without a lock: generation << 32 | profiling << 16 | rate. */
+#define PACK(gen, prof, rate)                                                 \
+    (((uint64_t) (gen) << 32) | ((uint64_t) ((prof) ? 1 : 0) << 16)           \
+     | (uint64_t) ((rate) & 0xffff))
+#define GEN(w)    ((w) >> 32)
+#define PROF(w)   ((int) (((w) >> 16) & 1))
+#define RATE(w)   ((unsigned) ((w) & 0xffff))
+
+typedef struct {
+    _Alignas(64) _Atomic int32_t   pid;      /* 0: free */
+    _Atomic uint32_t               seq;      /* odd while written */
+    _Atomic uint64_t               updated_ns;
+    _Atomic uint64_t               v[SP_STATUS_NFIELDS];
+} slot_t;
+
+struct sp_control_shm {
+    uint32_t              magic;
+    uint32_t              nslots;
+    _Atomic uint64_t      wanted;
+    uint64_t              configured;        /* generation 0 */
+    slot_t                slots[SP_CONTROL_SLOTS];
+};
+
+size_t
+sp_control_shm_size(void)
+{
+    return sizeof(sp_control_shm_t);
+}
+
+static unsigned
+clamp_rate(unsigned r)
+{
+    return r < 1 ? 1 : r > SP_CONTROL_MAX_RATE ? SP_CONTROL_MAX_RATE : r;
+}
+
+sp_control_shm_t *
+sp_control_shm_init(void *mem, int profiling, unsigned rate_hz)
+{
+    sp_control_shm_t  *c = mem;
+
+    memset(c, 0, sizeof(*c));
+    c->nslots = SP_CONTROL_SLOTS;
+    c->configured = PACK(0, profiling, clamp_rate(rate_hz));
+    /* Generation 1: a worker starting with nothing applied applies it. */
+    atomic_store(&c->wanted, PACK(1, profiling, clamp_rate(rate_hz)));
+    c->magic = SP_CONTROL_MAGIC;
+    return c;
+}
+
+sp_control_shm_t *
+sp_control_shm_reset(void *mem, int profiling, unsigned rate_hz)
+{
+    sp_control_shm_t  *c = mem;
+    uint64_t           w;
+
+    if (c->magic != SP_CONTROL_MAGIC || c->nslots != SP_CONTROL_SLOTS) {
+        return NULL;
+    }
+    c->configured = PACK(0, profiling, clamp_rate(rate_hz));
+    w = atomic_load(&c->wanted);
+    atomic_store(&c->wanted,
+                 PACK(GEN(w) + 1, profiling, clamp_rate(rate_hz)));
+    return c;
+}
+
+void
+sp_control_get(const sp_control_shm_t *c, sp_control_state_t *st)
+{
+    uint64_t  w = atomic_load(&((sp_control_shm_t *) c)->wanted);
+
+    st->profiling = PROF(w);
+    st->rate_hz = RATE(w);
+    st->generation = GEN(w);
+}
+
+void
+sp_control_configured(const sp_control_shm_t *c, sp_control_state_t *st)
+{
+    st->profiling = PROF(c->configured);
+    st->rate_hz = RATE(c->configured);
+    st->generation = 0;
+}
+
+void
+sp_control_set(sp_control_shm_t *c, int profiling, unsigned rate_hz,
+    sp_control_state_t *out)
+{
+    uint64_t  w, n;
+
+    w = atomic_load(&c->wanted);
+    do {
+        n = PACK(GEN(w) + 1, profiling < 0 ? PROF(w) : profiling,
+                 rate_hz == 0 ? RATE(w) : clamp_rate(rate_hz));
+    } while (!atomic_compare_exchange_weak(&c->wanted, &w, n));
+    out->profiling = PROF(n);
+    out->rate_hz = RATE(n);
+    out->generation = GEN(n);
+}
+
+/* A slot's process is gone (a worker killed without its exit hook). */
+static int
+gone(int32_t pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+int
+sp_control_slot_claim(sp_control_shm_t *c, int32_t pid)
+{
+    int32_t   old;
+    unsigned  i, pass;
+
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; i < c->nslots; i++) {
+            old = atomic_load(&c->slots[i].pid);
+            if (old == pid) {
+                return (int) i;         /* ours already (pid reused) */
+            }
+            if ((old == 0 || (pass == 1 && gone(old)))
+                && atomic_compare_exchange_strong(&c->slots[i].pid, &old, pid))
+            {
+                atomic_store(&c->slots[i].updated_ns, 0);
+                for (unsigned k = 0; k < SP_STATUS_NFIELDS; k++) {
+                    atomic_store_explicit(&c->slots[i].v[k], 0,
+                                          memory_order_relaxed);
+                }
+                return (int) i;
+            }
+        }
+    }
+    return -1;
+}
+
+void
+sp_control_slot_release(sp_control_shm_t *c, int slot)
+{
+    if (slot >= 0 && (unsigned) slot < c->nslots) {
+        atomic_store(&c->slots[slot].pid, 0);
+    }
+}
+
+void
+sp_control_slot_publish(sp_control_shm_t *c, int slot, const sp_status_t *st)
+{
+    slot_t    *s = &c->slots[slot];
+    uint32_t   q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    unsigned   k;
+
+    atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->updated_ns, st->updated_ns,
+                          memory_order_relaxed);
+    for (k = 0; k < SP_STATUS_NFIELDS; k++) {
+        atomic_store_explicit(&s->v[k], st->v[k], memory_order_relaxed);
+    }
+    atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+}
+
+int
+sp_control_slot_read(const sp_control_shm_t *cc, int i, sp_status_t *st)
+{
+    sp_control_shm_t  *c = (sp_control_shm_t *) cc;
+    slot_t            *s;
+    sp_status_t        tmp;
+    uint32_t           q0, q1;
+    unsigned           k, tries;
+
+    if (i < 0 || (unsigned) i >= c->nslots) {
+        return 0;
+    }
+    s = &c->slots[i];
+    tmp.pid = atomic_load(&s->pid);
+    if (tmp.pid == 0 || gone(tmp.pid)) {
+        return 0;
+    }
+    /* The writer publishes at most a few times a second: a handful of
+     * retries always finds it idle. */
+    for (tries = 0; tries < 1000; tries++) {
+        q0 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (q0 & 1) {
+            continue;
+        }
+        tmp.updated_ns = atomic_load_explicit(&s->updated_ns,
+                                              memory_order_relaxed);
+        for (k = 0; k < SP_STATUS_NFIELDS; k++) {
+            tmp.v[k] = atomic_load_explicit(&s->v[k], memory_order_relaxed);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        q1 = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        if (q0 == q1) {
+            *st = tmp;
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,128 @@
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/base/clock.h"
+#include "common/control/control_tick.h"
+#include "common/export/exporter.h"
+#include "common/profile/sampler.h"
+
+#define MS  1000000ull
+
+/* Set by attach (any thread), read by the exporter's side. */
+static _Atomic(sp_control_shm_t *)  control;
+static _Atomic int                  slot = -1;
+/* Exporter side only. */
+static uint64_t                     applied_generation;
+static uint64_t                     next_tick;
+
+int
+sp_control_worker_attach(sp_control_shm_t *c)
+{
+    int  s = sp_control_slot_claim(c, (int32_t) getpid());
+
+    applied_generation = 0;
+    next_tick = 0;
+    atomic_store(&slot, s);
+    atomic_store(&control, c);
+    return s >= 0 ? 0 : -1;
+}
+
+void
+sp_control_worker_detach(void)
+{
+    sp_control_shm_t  *c = atomic_exchange(&control, NULL);
+    int                s = atomic_exchange(&slot, -1);
+
+    if (c != NULL && s >= 0) {
+        sp_control_slot_release(c, s);
+    }
+}
+
+/* A change not yet applied: the sampler follows it (only where it runs:
+ * profiling not configured here has no sampler to resume, and nothing is
+ * marked applied). */
+static void
+apply(sp_control_shm_t *c)
+{
+    sp_control_state_t  st;
+
+    sp_control_get(c, &st);
+    /* A sampler not started yet (the first ticks run before it) gets the
+     * state once it runs. */
+    if (st.generation == applied_generation || !sp_sampler_running()) {
+        return;
+    }
+    if (sp_sampler_rate() != st.rate_hz) {
+        (void) sp_sampler_set_rate(st.rate_hz);
+    }
+    if (sp_sampler_paused() != !st.profiling) {
+        sp_sampler_set_paused(!st.profiling);
+    }
+    applied_generation = st.generation;
+}
+
+static void
+collect(sp_exporter_t *e, sp_status_t *st)
+{
+    sp_exporter_stats_t  es;
+    sp_sampler_stats_t   ss;
+    int                  running = sp_sampler_running();
+
+    memset(st, 0, sizeof(*st));
+    st->pid = (int32_t) getpid();
+    st->updated_ns = sp_now_ns();
+
+    sp_exporter_get_stats(e, &es);
+    st->v[SP_ST_spans_started] = es.spans_queued + es.spans_dropped_queue_full;
+    st->v[SP_ST_spans_exported] = es.spans_exported;
+    st->v[SP_ST_spans_dropped_queue_full] = es.spans_dropped_queue_full;
+    st->v[SP_ST_spans_dropped_export_failed] = es.spans_dropped_export;
+    st->v[SP_ST_spans_rejected] = es.spans_rejected;
+    st->v[SP_ST_export_requests_ok] = es.batches_sent;
+    st->v[SP_ST_export_requests_failed] = es.batches_failed;
+    st->v[SP_ST_export_requests_retried] = es.retries;
+    st->v[SP_ST_queue_depth] = es.queue_depth;
+    st->v[SP_ST_profile_samples] = es.profile_samples;
+    st->v[SP_ST_profile_builder_dropped] = es.profile_builder_dropped;
+    st->v[SP_ST_profiles_exported] = es.profiles_exported;
+    st->v[SP_ST_profiles_failed] = es.profiles_failed;
+    st->v[SP_ST_profile_bytes_exported] = es.profile_bytes_exported;
+    st->v[SP_ST_profile_bytes_failed] = es.profile_bytes_failed;
+
+    if (running) {
+        sp_sampler_get_stats(&ss);
+        st->v[SP_ST_samples_taken] = ss.samples;
+        st->v[SP_ST_samples_dropped_ring_full] = ss.dropped;
+        st->v[SP_ST_samples_unwound_partially] = ss.skipped_loader;
+        st->v[SP_ST_samples_reentered] = ss.reentered;
+        st->v[SP_ST_profiling] = !sp_sampler_paused();
+        st->v[SP_ST_rate_hz] = sp_sampler_effective_rate();
+        st->v[SP_ST_base_rate_hz] = sp_sampler_rate();
+        st->v[SP_ST_shed_level] = sp_sampler_shed_level();
+    }
+    st->v[SP_ST_applied_generation] = applied_generation;
+}
+
+uint64_t
+sp_control_tick(sp_exporter_t *e, uint64_t now, uint64_t next)
+{
+    sp_control_shm_t  *c = atomic_load_explicit(&control,
+                                                memory_order_acquire);
+    sp_status_t        st;
+    int                s;
+
+    if (c == NULL) {
+        return next;
+    }
+    if (now >= next_tick) {
+        apply(c);
+        s = atomic_load(&slot);
+        if (s >= 0) {
+            collect(e, &st);
+            sp_control_slot_publish(c, s, &st);
+        }
+        next_tick = now + SP_CONTROL_TICK_MS * MS;
+    }
+    return next_tick < next ? next_tick : next;
+}

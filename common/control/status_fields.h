@@ -1,0 +1,77 @@
+#ifndef SP_STATUS_FIELDS_H
+#define SP_STATUS_FIELDS_H
+
+#include <stdint.h>
+
+/* Every value one worker/child publishes about itself, in the order the
+ * API prints them. One row per value: its name (the JSON key; Prometheus
+ * adds "spanprof_" and, for a counter, "_total"), its kind and its help
+ * line. A new counter is one row here and one assignment in
+ * control_tick.c. */
+#define SP_STATUS_FIELDS(X)                                                   \
+    X(profiling, GAUGE,                                                       \
+      "1 while this worker samples its CPU, 0 while profiling is off")        \
+    X(rate_hz, GAUGE, "The sampler's current rate in Hz")                      \
+    X(base_rate_hz, GAUGE, "The sampler's base rate in Hz (before shedding)") \
+    X(shed_level, GAUGE,                                                      \
+      "Load shedding level: the rate is the base rate >> level")              \
+    X(spans_started, COUNTER,                                                 \
+      "Spans begun by requests (queued or dropped because the queue was full)") \
+    X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \
+    X(spans_dropped_queue_full, COUNTER,                                      \
+      "Spans dropped because the span queue was full")                        \
+    X(spans_dropped_export_failed, COUNTER,                                   \
+      "Spans dropped because their export failed or was given up")            \
+    X(spans_rejected, COUNTER,                                                \
+      "Spans the collector rejected in a partial success")                    \
+    X(export_requests_ok, COUNTER, "Span export requests that succeeded")     \
+    X(export_requests_failed, COUNTER,                                        \
+      "Span export requests given up (their spans dropped)")                  \
+    X(export_requests_retried, COUNTER, "Span export requests retried")       \
+    X(queue_depth, GAUGE, "Spans waiting in the span queue")                  \
+    X(samples_taken, COUNTER, "CPU samples written to the sample ring")       \
+    X(samples_dropped_ring_full, COUNTER,                                     \
+      "CPU samples dropped because the sample ring was full")                 \
+    X(samples_unwound_partially, COUNTER,                                     \
+      "CPU samples taken while the loader was changing (pc only)")            \
+    X(samples_reentered, COUNTER,                                             \
+      "CPU samples skipped because the handler was re-entered")               \
+    X(profile_samples, COUNTER, "Samples in the profiles built")              \
+    X(profile_builder_dropped, COUNTER,                                       \
+      "Samples the profile builder dropped (out of room)")                    \
+    X(profiles_exported, COUNTER, "Profiles sent or written")                 \
+    X(profiles_failed, COUNTER, "Profiles whose export failed")               \
+    X(profile_bytes_exported, COUNTER, "Bytes of the profiles exported")      \
+    X(profile_bytes_failed, COUNTER, "Bytes of the profiles whose export failed") \
+    X(applied_generation, GAUGE,                                              \
+      "The generation of the control state this worker applied last")
+
+#define SP_STATUS_ENUM(name, kind, help)  SP_ST_##name,
+enum {
+    SP_STATUS_FIELDS(SP_STATUS_ENUM)
+    SP_STATUS_NFIELDS
+};
+#undef SP_STATUS_ENUM
+
+typedef enum {
+    SP_STATUS_GAUGE,
+    SP_STATUS_COUNTER
+} sp_status_kind_t;
+
+typedef struct {
+    const char        *name;
+    sp_status_kind_t   kind;
+    const char        *help;
+} sp_status_field_t;
+
+/* SP_STATUS_NFIELDS rows, in enum order. */
+extern const sp_status_field_t  sp_status_fields[];
+
+/* One worker's values, as published. */
+typedef struct {
+    int32_t    pid;
+    uint64_t   updated_ns;          /* wall clock of the last publish */
+    uint64_t   v[SP_STATUS_NFIELDS];
+} sp_status_t;
+
+#endif
