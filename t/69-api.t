@@ -33,6 +33,9 @@ otel_exporter {
 otel_service_name api-test;
 otel_profiling_rate 100;
 otel_profiling_interval 300ms;
+# the counters of the other profiling features are in the API too
+otel_profiling_redact burn_alpha;
+otel_profiling_keep slow=10s;
 server {
     listen 127.0.0.1:%%PORT%% reuseport;
     otel_trace on;
@@ -115,7 +118,12 @@ subtest 'GET: JSON status' => sub {
                       export_requests_retried queue_depth samples_taken
                       samples_dropped_ring_full samples_unwound_partially samples_reentered
                       profile_builder_dropped profiles_exported profiles_failed
-                      profile_bytes_exported profile_bytes_failed))
+                      profile_bytes_exported profile_bytes_failed
+                      samples_kept samples_unlabelled_by_keep_rules keep_verdicts_dropped
+                      samples_undecided_forced samples_pending profiles_truncated
+                      samples_truncated profiles_oversized functions_redacted
+                      shed_rate_decreases shed_rate_increases shed_pauses shed_resumes
+                      shed_cpu_percent))
         {
             ok exists $w->{counters}{$c}, "worker $w->{pid}: counter $c";
         }
@@ -134,6 +142,13 @@ subtest 'counters move with traffic' => sub {
         'spans_started >= spans_exported';
     ok sum_counter($j, 'export_requests_ok') > sum_counter($before, 'export_requests_ok'),
         'export_requests_ok grew';
+    # otel_profiling_redact: the burn function's name; keep slow=10s: no
+    # 15 ms burn is kept, so its samples lose their labels
+    ok wait_until(5, sub { $j = status_json(); sum_counter($j, 'functions_redacted') > 0
+                           && sum_counter($j, 'samples_unlabelled_by_keep_rules') > 0 }),
+        'functions_redacted: ' . sum_counter($j, 'functions_redacted')
+        . ', samples_unlabelled_by_keep_rules: ' . sum_counter($j, 'samples_unlabelled_by_keep_rules');
+    is sum_counter($j, 'samples_kept'), 0, 'samples_kept: 0 (no request is slow)';
     ok sum_counter($j, 'profile_bytes_exported') > 0, 'profile_bytes_exported: '
         . sum_counter($j, 'profile_bytes_exported');
     # the files are written as the counter grows: once both rest, they agree

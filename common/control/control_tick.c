@@ -5,6 +5,9 @@
 #include "common/base/clock.h"
 #include "common/control/control_tick.h"
 #include "common/export/exporter.h"
+#include "common/profile/keep_rules.h"
+#include "common/profile/load_shedder.h"
+#include "common/profile/profile_truncate.h"
 #include "common/profile/sampler.h"
 
 #define MS  1000000ull
@@ -67,6 +70,9 @@ collect(sp_exporter_t *e, sp_status_t *st)
 {
     sp_exporter_stats_t  es;
     sp_sampler_stats_t   ss;
+    sp_keep_stats_t      ks;
+    sp_load_shedder_stats_t      ls;
+    sp_profile_truncate_stats_t  ts;
     int                  running = sp_sampler_running();
 
     memset(st, 0, sizeof(*st));
@@ -89,6 +95,26 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_profiles_failed] = es.profiles_failed;
     st->v[SP_ST_profile_bytes_exported] = es.profile_bytes_exported;
     st->v[SP_ST_profile_bytes_failed] = es.profile_bytes_failed;
+    st->v[SP_ST_functions_redacted] = es.functions_redacted;
+
+    sp_keep_get_stats(&ks);
+    st->v[SP_ST_samples_kept] = ks.samples_kept;
+    st->v[SP_ST_samples_unlabelled_by_keep_rules] = ks.samples_unlabelled;
+    st->v[SP_ST_keep_verdicts_dropped] = ks.verdicts_dropped;
+    st->v[SP_ST_samples_undecided_forced] = ks.undecided_forced;
+    st->v[SP_ST_samples_pending] = ks.samples_pending;
+
+    sp_profile_truncate_stats(&ts);
+    st->v[SP_ST_profiles_truncated] = ts.profiles_truncated;
+    st->v[SP_ST_samples_truncated] = ts.samples_truncated;
+    st->v[SP_ST_profiles_oversized] = ts.profiles_oversized;
+
+    sp_load_shedder_get_stats(&ls);
+    st->v[SP_ST_shed_rate_decreases] = ls.rate_decreases;
+    st->v[SP_ST_shed_rate_increases] = ls.rate_increases;
+    st->v[SP_ST_shed_pauses] = ls.pauses;
+    st->v[SP_ST_shed_resumes] = ls.resumes;
+    st->v[SP_ST_shed_cpu_percent] = ls.last_cpu_pct;
 
     if (running) {
         sp_sampler_get_stats(&ss);

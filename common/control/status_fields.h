@@ -43,6 +43,30 @@
     X(profiles_failed, COUNTER, "Profiles whose export failed")               \
     X(profile_bytes_exported, COUNTER, "Bytes of the profiles exported")      \
     X(profile_bytes_failed, COUNTER, "Bytes of the profiles whose export failed") \
+    X(samples_kept, COUNTER,                                                  \
+      "Samples whose span labels a keep rule verdict kept")                   \
+    X(samples_unlabelled_by_keep_rules, COUNTER,                              \
+      "Samples whose span labels a keep rule verdict removed")                \
+    X(keep_verdicts_dropped, COUNTER,                                         \
+      "Keep rule verdicts dropped (channel full; the request not kept)")      \
+    X(samples_undecided_forced, COUNTER,                                      \
+      "Samples sent unlabelled with no verdict (too many or too old)")        \
+    X(samples_pending, GAUGE,                                                 \
+      "Labelled samples waiting for their request's verdict")                 \
+    X(profiles_truncated, COUNTER,                                            \
+      "Profile encodings over otel_profiling_max_size, stacks merged")        \
+    X(samples_truncated, COUNTER,                                             \
+      "Samples merged into the [truncated] frame")                            \
+    X(profiles_oversized, COUNTER,                                            \
+      "Profiles over the size bound even fully merged (dropped)")             \
+    X(functions_redacted, COUNTER,                                            \
+      "Function names exported as [REDACTED]")                                \
+    X(shed_rate_decreases, COUNTER, "Load shedding: rate halved")             \
+    X(shed_rate_increases, COUNTER, "Load shedding: rate stepped back up")    \
+    X(shed_pauses, COUNTER, "Load shedding: sampling paused")                 \
+    X(shed_resumes, COUNTER, "Load shedding: sampling resumed")               \
+    X(shed_cpu_percent, GAUGE,                                                \
+      "The worker's CPU use over the last second, as the shedder measured")   \
     X(applied_generation, GAUGE,                                              \
       "The generation of the control state this worker applied last")
 
