@@ -947,7 +947,7 @@ spanprof_log_transaction(request_rec *r)
         cc->active = NULL;
     }
 
-    if (saved != NULL && saved != &ctx->record) {
+    if (saved != NULL && saved != ctx->record) {
         sp_thread_ctx_attach(saved);
     } else if (spanprof_sampling()) {
         sp_thread_ctx_detach();

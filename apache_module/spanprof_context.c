@@ -16,6 +16,7 @@
 #include "apr_strings.h"
 
 #include "mod_spanprof.h"
+#include "common/profile/record_pool.h"
 #include "common/trace/traceparent.h"
 #include "common/trace/tracestate.h"
 
@@ -31,9 +32,14 @@ spanprof_ctx_cleanup(void *data)
     spanprof_ctx_t   *ctx = data;
     spanprof_conn_t  *cc;
 
-    if (sp_thread_ctx_current() == &ctx->record) {
+    if (sp_thread_ctx_current() == ctx->record) {
         sp_thread_ctx_detach();
     }
+    /* Other threads may still point at the record (an h2 worker whose
+     * stream's pool is destroyed on the connection's thread): it is not
+     * freed, only marked invalid and given back. */
+    sp_record_pool_put(ctx->record);
+    ctx->record = NULL;
     cc = spanprof_conn(ctx->r->connection, 0);
     if (cc != NULL && cc->active == ctx) {
         cc->active = NULL;
@@ -104,6 +110,7 @@ spanprof_get_ctx(request_rec *r, int create)
      * zeroing them would be most of the structure. */
     ctx = apr_palloc(orig->pool, sizeof(spanprof_ctx_t));
     memset(ctx, 0, offsetof(spanprof_ctx_t, attempts));
+    ctx->record = NULL;
     ctx->r = orig;
     /* The time httpd started reading the request line. */
     ctx->start_ns = (uint64_t) orig->request_time * 1000;
