@@ -24,8 +24,10 @@ APLOG_USE_MODULE(spanprof);
 
 
 /* The context lives in the original request's pool (shared by internal
- * redirects); its cleanup makes sure no thread's labels point into the
- * freed pool. */
+ * redirects); its labels' record does not (record_pool.h): the cleanup
+ * detaches the calling thread and gives the record back, invalid, while
+ * another thread may still point at it (mod_http2 destroys a stream's
+ * pool on the primary connection's thread). */
 static apr_status_t
 spanprof_ctx_cleanup(void *data)
 {
