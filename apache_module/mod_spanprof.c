@@ -1139,7 +1139,7 @@ spanprof_log_transaction(request_rec *r)
     spanprof_bind(ctx);
 
     /* Before the span: only a kept request's span names its profile. */
-    if (ctx->profiled && ctx->record.sp_keep) {
+    if (ctx->profiled && ctx->record != NULL && ctx->record->sp_keep) {
         spanprof_keep_verdict(r, ctx);
     }
 
@@ -1153,7 +1153,7 @@ spanprof_log_transaction(request_rec *r)
         cc->active = NULL;
     }
 
-    if (saved != NULL && saved != &ctx->record) {
+    if (saved != NULL && saved != ctx->record) {
         sp_thread_ctx_attach(saved);
     } else if (spanprof_sampling()) {
         sp_thread_ctx_detach();

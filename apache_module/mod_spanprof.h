@@ -174,7 +174,7 @@ typedef struct {
     /* The labels of this request's CPU samples (OTEP 4947 record), and
      * the route and method its span name was made of, when whole: the
      * span reuses it if they are still the request's. */
-    sp_thread_ctx_record_t   record;
+    sp_thread_ctx_record_t  *record;            /* from sp_record_pool */
     unsigned                 record_named:1;
     const char              *record_route;
     const char              *record_method;
@@ -279,7 +279,7 @@ static APR_INLINE void
 spanprof_bind(spanprof_ctx_t *ctx)
 {
     if (ctx != NULL && ctx->profiled) {
-        sp_thread_ctx_attach(&ctx->record);
+        sp_thread_ctx_attach(ctx->record);
     }
 }
 

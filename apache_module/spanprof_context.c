@@ -16,6 +16,7 @@
 #include "apr_strings.h"
 
 #include "mod_spanprof.h"
+#include "common/profile/record_pool.h"
 #include "common/trace/traceparent.h"
 #include "common/trace/tracestate.h"
 
@@ -23,17 +24,24 @@ APLOG_USE_MODULE(spanprof);
 
 
 /* The context lives in the original request's pool (shared by internal
- * redirects); its cleanup makes sure no thread's labels point into the
- * freed pool. */
+ * redirects); its labels' record does not (record_pool.h): the cleanup
+ * detaches the calling thread and gives the record back, invalid, while
+ * another thread may still point at it (mod_http2 destroys a stream's
+ * pool on the primary connection's thread). */
 static apr_status_t
 spanprof_ctx_cleanup(void *data)
 {
     spanprof_ctx_t   *ctx = data;
     spanprof_conn_t  *cc;
 
-    if (sp_thread_ctx_current() == &ctx->record) {
+    if (sp_thread_ctx_current() == ctx->record) {
         sp_thread_ctx_detach();
     }
+    /* Other threads may still point at the record (an h2 worker whose
+     * stream's pool is destroyed on the connection's thread): it is not
+     * freed, only marked invalid and given back. */
+    sp_record_pool_put(ctx->record);
+    ctx->record = NULL;
     cc = spanprof_conn(ctx->r->connection, 0);
     if (cc != NULL && cc->active == ctx) {
         cc->active = NULL;
@@ -104,9 +112,7 @@ spanprof_get_ctx(request_rec *r, int create)
      * zeroing them would be most of the structure. */
     ctx = apr_palloc(orig->pool, sizeof(spanprof_ctx_t));
     memset(ctx, 0, offsetof(spanprof_ctx_t, attempts));
-    /* The record's own trailing fields add up over the request. */
-    ctx->record.sp_cpu_ns = 0;
-    ctx->record.sp_keep = 0;
+    ctx->record = NULL;
     ctx->r = orig;
     /* The time httpd started reading the request line. */
     ctx->start_ns = (uint64_t) orig->request_time * 1000;

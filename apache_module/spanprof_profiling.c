@@ -20,7 +20,13 @@
  *           pre_connection, process_connection (each time a thread takes a
  *           connection up), pre_close_connection and suspend_connection
  *           (event: the connection goes back to the listener or is handed
- *           on).
+ *           on), and on an h2 worker once its stream passed the request's
+ *           EOR bucket (SPANPROF_C2_END).
+ *
+ * A record is never freed memory (common/profile/record_pool.h): the pool
+ * cleanup gives it back marked invalid, so a thread whose labels were not
+ * cleared in time (the request pool destroyed on another thread, as
+ * mod_http2 does) reads an invalid or reused record, never freed memory.
  *
  * With the event MPM a connection in write completion may be resumed by
  * another thread (resume_connection): that thread is labelled with the
@@ -41,6 +47,7 @@
 
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
+#include "common/profile/record_pool.h"
 #include "common/profile/sampler.h"
 
 APLOG_USE_MODULE(spanprof);
@@ -49,6 +56,7 @@ APLOG_USE_MODULE(spanprof);
 static int                    spanprof_sampling_on;
 static __thread int           spanprof_thread_state;   /* 1 ok, -1 failed */
 static ap_filter_rec_t       *spanprof_bind_filter;
+static ap_filter_rec_t       *spanprof_c2_end_filter;
 
 
 int
@@ -131,9 +139,9 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx)
     keep = sp_keep_rules_match(&dc->keep,
                                ctx->end_ns > ctx->start_ns
                                ? ctx->end_ns - ctx->start_ns : 0,
-                               last->status, failed, ctx->record.sp_cpu_ns);
+                               last->status, failed, ctx->record->sp_cpu_ns);
     /* Samples were taken (its CPU time counts them): they wait for this. */
-    if (ctx->record.sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
+    if (ctx->record->sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
         keep = 0;
     }
     ctx->unkept = !keep;
@@ -159,7 +167,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     if (!spanprof_profiles(r, dc) || spanprof_thread_state != 1) {
         if (ctx->profiled) {
             ctx->profiled = 0;
-            if (sp_thread_ctx_current() == &ctx->record) {
+            if (sp_thread_ctx_current() == ctx->record) {
                 sp_thread_ctx_detach();
             }
         }
@@ -167,36 +175,81 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     /* Readers follow the pointer only: never rewrite an attached record. */
-    if (sp_thread_ctx_current() == &ctx->record) {
+    if (sp_thread_ctx_current() == ctx->record) {
         sp_thread_ctx_detach();
+    }
+    if (ctx->record == NULL) {
+        /* Never freed memory: mod_http2 frees a stream's pool on another
+         * thread than the h2 worker that ran it, which may still point its
+         * labels here (spanprof_ctx_cleanup gives the record back). */
+        ctx->record = sp_record_pool_get();
+        if (ctx->record == NULL) {
+            ctx->profiled = 0;
+            return;
+        }
+        /* Its own trailing fields add up over the request (keep rules). */
+        ctx->record->sp_cpu_ns = 0;
+        ctx->record->sp_keep = 0;
     }
     route = spanprof_route(r);
     len = spanprof_default_name(r, route, name, sizeof(name));
-    sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
+    sp_thread_ctx_record_init(ctx->record, ctx->trace_id, ctx->span_id,
                               spanprof_flags(ctx), name, len);
     /* The span may reuse the name if the record holds all of it. */
     ctx->record_named = len > 0
-        && sp_thread_ctx_record_span_name(ctx->record.attrs_data,
-               ctx->record.attrs_data_size, &kept) == len;
+        && sp_thread_ctx_record_span_name(ctx->record->attrs_data,
+               ctx->record->attrs_data_size, &kept) == len;
     ctx->record_route = route;
     ctx->record_method = r->method;
     /* Once some section's keep rules applied, the samples wait for the
      * verdict, which the final settings give. */
     if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {
-        ctx->record.sp_keep = 1;
+        ctx->record->sp_keep = 1;
     }
     ctx->profiled = 1;
-    sp_thread_ctx_attach(&ctx->record);
+    sp_thread_ctx_attach(ctx->record);
 }
 
 
 /* ---- connection boundaries ------------------------------------------------ */
+
+/* A secondary connection (mod_http2's stream, c->master set) ends its
+ * request on the h2 worker thread by passing the EOR bucket; the bucket's
+ * destruction (log_transaction, the request pool's cleanup) happens later
+ * on the primary connection's thread, which cannot clear this thread's
+ * labels. So the worker lets go of them here, once the EOR is passed on. */
+static apr_status_t
+spanprof_c2_end_output(ap_filter_t *f, apr_bucket_brigade *bb)
+{
+    apr_bucket    *b;
+    apr_status_t   rv;
+    int            eor = 0;
+
+    for (b = APR_BRIGADE_FIRST(bb); b != APR_BRIGADE_SENTINEL(bb);
+         b = APR_BUCKET_NEXT(b))
+    {
+        if (AP_BUCKET_IS_EOR(b)) {
+            eor = 1;
+            break;
+        }
+    }
+    rv = ap_pass_brigade(f->next, bb);
+    if (eor) {
+        sp_thread_ctx_detach();
+    }
+    return rv;
+}
+
 
 static int
 spanprof_pre_connection(conn_rec *c, void *csd)
 {
     if (spanprof_sampling_on) {
         sp_thread_ctx_detach();
+        if (c->master != NULL) {
+            ap_add_output_filter_handle(spanprof_c2_end_filter, NULL, NULL,
+                                        c);
+        }
     }
     return OK;
 }
@@ -247,7 +300,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
     {
         spanprof_thread_serves();
         if (spanprof_thread_state == 1) {
-            sp_thread_ctx_attach(&cc->active->record);
+            sp_thread_ctx_attach(cc->active->record);
         }
     }
 }
@@ -263,7 +316,7 @@ spanprof_bind_output(ap_filter_t *f, apr_bucket_brigade *bb)
     if (ctx != NULL && ctx->profiled && !ctx->logged
         && spanprof_thread_state == 1)
     {
-        sp_thread_ctx_attach(&ctx->record);
+        sp_thread_ctx_attach(ctx->record);
     }
     return ap_pass_brigade(f->next, bb);
 }
@@ -305,6 +358,9 @@ spanprof_register_profiling_hooks(void)
                                                      spanprof_bind_output,
                                                      NULL,
                                                      AP_FTYPE_CONTENT_SET);
+    spanprof_c2_end_filter = ap_register_output_filter("SPANPROF_C2_END",
+                                 spanprof_c2_end_output, NULL,
+                                 AP_FTYPE_CONNECTION);
 }
 
 

@@ -179,8 +179,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         && ctx->record_route == route && ctx->record_method == r->method)
     {
         /* The name the samples' labels carry, made of the same parts. */
-        len = sp_thread_ctx_record_span_name(ctx->record.attrs_data,
-                                             ctx->record.attrs_data_size,
+        len = sp_thread_ctx_record_span_name(ctx->record->attrs_data,
+                                             ctx->record->attrs_data_size,
                                              &kept);
         sp_span_set_name(s, kept, len);
     } else if (v == NULL) {

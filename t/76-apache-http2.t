@@ -117,4 +117,30 @@ for my $mpm (grep { $_ ne 'prefork' } apache_mpms()) {
     };
 }
 
+# The labels of h2 workers when their streams' pools are destroyed on the
+# primary connection's thread: many short streams sampled at the highest
+# rate, on workers that go idle and exit between rounds, then the child's
+# shutdown. A worker left pointing at a freed request's record crashed the
+# child in its SIGPROF handler here (before records were kept in never-freed
+# memory, see common/profile/record_pool.h).
+(my $STRESS = burn_profiling_conf() . <<'EOF') =~ s/OtelProfilingRate 200/OtelProfilingRate 1000/;
+OtelTrace On
+Protocols h2c http/1.1
+H2MinWorkers 1
+H2MaxWorkers 24
+H2MaxWorkerIdleSeconds 1
+EOF
+subtest 'event: many short h2 streams, workers exiting between rounds' => sub {
+    my $ap = start_apache(mpm => 'event', conf => $STRESS, burn => 1, dirs => ['out'],
+        modules => ['http2'], servers => 1, server_limit => 1);
+    for my $round (1 .. 3) {
+        my @paths = map { "/burn?fn=alpha&ms=2&n=$round.$_" } 1 .. 40;
+        my ($r) = h2c_requests($ap->port, \@paths, timeout => 15);
+        is scalar(grep { $_->{status} == 200 } @$r), 40, "round $round: 40 streams served";
+        sleep 1.5 if $round < 3;
+    }
+    $ap->stop;
+    is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
+};
+
 done_testing;

@@ -1,0 +1,29 @@
+#ifndef SP_RECORD_POOL_H
+#define SP_RECORD_POOL_H
+
+#include "common/profile/thread_ctx.h"
+
+/* Thread context records whose memory is never given back: a server whose
+ * request memory is freed on another thread than the one that ran the
+ * request (httpd's mod_http2 frees a stream's pool on the connection's
+ * thread, while the h2 worker that served it may still point its labels
+ * at the record) takes its records from here. A thread left pointing at
+ * a released record reads a record marked invalid, or a later request's
+ * labels, but never freed memory: the SIGPROF handler cannot crash on it.
+ *
+ * Records come from slabs of the process's lifetime; released ones are
+ * reused oldest first, so a stale reader is most likely to find its record
+ * still invalid. Thread-safe (a mutex); not async-signal-safe: call from
+ * request code only, never from a signal handler. */
+
+/* A record, with valid == 0, or NULL when memory is exhausted. */
+sp_thread_ctx_record_t *sp_record_pool_get(void);
+
+/* Marks rec invalid and gives it back; rec may still be attached to some
+ * thread. NULL is ignored. */
+void sp_record_pool_put(sp_thread_ctx_record_t *rec);
+
+/* Counters, for tests: records made so far, and records free now. */
+void sp_record_pool_stats(size_t *made, size_t *free_now);
+
+#endif
