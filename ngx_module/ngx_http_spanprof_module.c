@@ -914,6 +914,31 @@ ngx_http_spanprof_resource_attr(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 
+/* A directive's value with variables, compiled for evaluation per
+ * request (otel_trace, otel_profiling); NULL on error (logged). */
+static ngx_http_complex_value_t *
+ngx_http_spanprof_complex_value(ngx_conf_t *cf, ngx_str_t *value)
+{
+    ngx_http_complex_value_t          *cv;
+    ngx_http_compile_complex_value_t   ccv;
+
+    cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (cv == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = value;
+    ccv.complex_value = cv;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NULL;
+    }
+    return cv;
+}
+
+
 static char *
 ngx_http_spanprof_trace(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
@@ -921,8 +946,7 @@ ngx_http_spanprof_trace(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_str_t                          *value;
     ngx_http_spanprof_main_conf_t      *mcf;
-    ngx_http_compile_complex_value_t    ccv;
-
+    
     if (lcf->trace != NGX_CONF_UNSET_UINT) {
         return "is duplicate";
     }
@@ -950,17 +974,8 @@ ngx_http_spanprof_trace(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return "takes \"on\", \"off\" or a value with variables";
     }
 
-    lcf->trace_var = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    lcf->trace_var = ngx_http_spanprof_complex_value(cf, &value[1]);
     if (lcf->trace_var == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-    ccv.cf = cf;
-    ccv.value = &value[1];
-    ccv.complex_value = lcf->trace_var;
-
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
 
@@ -1038,7 +1053,6 @@ ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_str_t                          *value;
     ngx_http_spanprof_main_conf_t      *mcf;
-    ngx_http_compile_complex_value_t    ccv;
 
     if (lcf->profiling != NGX_CONF_UNSET_UINT) {
         return "is duplicate";
@@ -1062,18 +1076,8 @@ ngx_http_spanprof_profiling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
 
-        lcf->profiling_var = ngx_palloc(cf->pool,
-                                        sizeof(ngx_http_complex_value_t));
+        lcf->profiling_var = ngx_http_spanprof_complex_value(cf, &value[1]);
         if (lcf->profiling_var == NULL) {
-            return NGX_CONF_ERROR;
-        }
-
-        ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-        ccv.cf = cf;
-        ccv.value = &value[1];
-        ccv.complex_value = lcf->profiling_var;
-
-        if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
             return NGX_CONF_ERROR;
         }
         lcf->profiling = NGX_HTTP_SPANPROF_PROFILING_VAR;
