@@ -29,10 +29,24 @@ struct sp_control_shm {
     slot_t                slots[SP_CONTROL_SLOTS];
 };
 
+/* The block is cache-line aligned (its slots are written by different
+ * workers); the memory servers give may not be (APR's anonymous shared
+ * memory starts 8 bytes in), so the size has room to align it. */
+#define SP_CONTROL_ALIGN  64
+
 size_t
 sp_control_shm_size(void)
 {
-    return sizeof(sp_control_shm_t);
+    return sizeof(sp_control_shm_t) + SP_CONTROL_ALIGN;
+}
+
+static sp_control_shm_t *
+aligned(void *mem)
+{
+    uintptr_t  a = ((uintptr_t) mem + SP_CONTROL_ALIGN - 1)
+                   & ~(uintptr_t) (SP_CONTROL_ALIGN - 1);
+
+    return (sp_control_shm_t *) a;
 }
 
 static unsigned
@@ -44,7 +58,7 @@ clamp_rate(unsigned r)
 sp_control_shm_t *
 sp_control_shm_init(void *mem, int profiling, unsigned rate_hz)
 {
-    sp_control_shm_t  *c = mem;
+    sp_control_shm_t  *c = aligned(mem);
 
     memset(c, 0, sizeof(*c));
     c->nslots = SP_CONTROL_SLOTS;
@@ -58,7 +72,7 @@ sp_control_shm_init(void *mem, int profiling, unsigned rate_hz)
 sp_control_shm_t *
 sp_control_shm_reset(void *mem, int profiling, unsigned rate_hz)
 {
-    sp_control_shm_t  *c = mem;
+    sp_control_shm_t  *c = aligned(mem);
     uint64_t           w;
 
     if (c->magic != SP_CONTROL_MAGIC || c->nslots != SP_CONTROL_SLOTS) {

@@ -34,7 +34,8 @@ typedef struct sp_control_shm sp_control_shm_t;
 /* Bytes the block needs. */
 size_t sp_control_shm_size(void);
 
-/* Makes the block in mem (sp_control_shm_size() bytes, zeroed or not):
+/* Makes the block in mem (sp_control_shm_size() bytes, zeroed or not, any
+ * alignment: the block returned is 64-byte aligned within them):
  * configured and wanted state both the given one, every slot free. */
 sp_control_shm_t *sp_control_shm_init(void *mem, int profiling,
     unsigned rate_hz);

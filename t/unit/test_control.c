@@ -81,6 +81,13 @@ test_state(void *mem)
     sp_control_shm_t    *c;
     sp_control_state_t   st, conf;
 
+    /* Memory as APR's anonymous shared memory gives it: 8 bytes in. */
+    c = sp_control_shm_init((char *) mem + 8, 1, 100);
+    ok(((uintptr_t) c & 63) == 0 && (char *) c >= (char *) mem + 8
+       && (char *) c + (sp_control_shm_size() - 64)
+          <= (char *) mem + 8 + sp_control_shm_size(),
+       "a block 64-byte aligned within memory that is not");
+
     c = sp_control_shm_init(mem, 1, 100);
     sp_control_get(c, &st);
     ok(st.profiling == 1 && st.rate_hz == 100 && st.generation == 1,
@@ -284,7 +291,8 @@ test_requests(void *mem)
 int
 main(void)
 {
-    void  *mem = mmap(NULL, sp_control_shm_size(), PROT_READ | PROT_WRITE,
+    void  *mem = mmap(NULL, sp_control_shm_size() + 64,
+                      PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     if (mem == MAP_FAILED) {
