@@ -28,6 +28,7 @@
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
+#include "common/control/control_tick.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -1357,7 +1358,11 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
         if (sc->profiling_max_depth == SPANPROF_UNSET) {
             sc->profiling_max_depth = 64;
         }
-        (void) spanprof_profiling_start(s, sc);
+        if (spanprof_profiling_start(s, sc) == 0) {
+            /* A child started while the API paused profiling (or set
+             * another rate) follows it from its first sample. */
+            sp_control_worker_apply();
+        }
     }
 }
 

@@ -193,6 +193,9 @@ ngx_http_spanprof_api_body(ngx_http_request_t *r)
             len = SP_CONTROL_BODY_MAX + 1;
             break;
         }
+        if (b->last == b->pos) {
+            continue;   /* an empty buffer's pos may be NULL */
+        }
         p = ngx_cpymem(p, b->pos, b->last - b->pos);
         len += b->last - b->pos;
     }

@@ -10,6 +10,7 @@
 #include "ngx_http_spanprof_module.h"
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
+#include "common/control/control_tick.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -1493,7 +1494,12 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ngx_http_spanprof_export_spans = mcf->endpoint.len != 0;
 
     if (mcf->profiling_used) {
-        return ngx_http_spanprof_profiling_start(cycle, mcf);
+        if (ngx_http_spanprof_profiling_start(cycle, mcf) != NGX_OK) {
+            return NGX_ERROR;
+        }
+        /* A worker started while the API paused profiling (or set another
+         * rate) follows it from its first sample. */
+        sp_control_worker_apply();
     }
 
     return NGX_OK;

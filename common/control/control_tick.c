@@ -15,8 +15,8 @@
 /* Set by attach (any thread), read by the exporter's side. */
 static _Atomic(sp_control_shm_t *)  control;
 static _Atomic int                  slot = -1;
-/* Exporter side only. */
-static uint64_t                     applied_generation;
+/* Exporter side, and sp_control_worker_apply (any thread) */
+static _Atomic uint64_t             applied_generation;
 static uint64_t                     next_tick;
 
 int
@@ -128,6 +128,17 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_shed_level] = sp_sampler_shed_level();
     }
     st->v[SP_ST_applied_generation] = applied_generation;
+}
+
+void
+sp_control_worker_apply(void)
+{
+    sp_control_shm_t  *c = atomic_load_explicit(&control,
+                                                memory_order_acquire);
+
+    if (c != NULL) {
+        apply(c);
+    }
 }
 
 uint64_t

@@ -20,6 +20,13 @@ struct sp_exporter;
  * status slot. 0, or -1 when every slot is held (then no status, but the
  * control state is still applied). */
 int sp_control_worker_attach(sp_control_shm_t *c);
+/* Right after the worker's sampler started (before its threads arm their
+ * timers, or at once after): applies the control state now rather than
+ * at the first tick, so a worker or child started while profiling is
+ * paused, or at another rate, does not sample with the configured state
+ * until then. Any thread. */
+void sp_control_worker_apply(void);
+
 /* At exit: frees the slot; ticks do nothing from then on. */
 void sp_control_worker_detach(void);
 
