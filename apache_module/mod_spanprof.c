@@ -53,6 +53,7 @@ spanprof_create_srv_conf(apr_pool_t *p, server_rec *s)
     sc->batch_size = SPANPROF_UNSET;
     sc->batch_count = SPANPROF_UNSET;
     sc->compression = SPANPROF_UNSET;
+    sc->protocol = SPANPROF_UNSET;
     sc->timeout_ms = SPANPROF_UNSET;
     sc->connect_timeout_ms = SPANPROF_UNSET;
     sc->shutdown_timeout_ms = SPANPROF_UNSET;
@@ -334,6 +335,24 @@ spanprof_set_batch_count(cmd_parms *cmd, void *dummy, const char *arg)
     }
     return spanprof_parse_int(cmd, arg, 1, 1024,
                               &spanprof_srv(cmd)->batch_count);
+}
+
+
+static const char *
+spanprof_set_protocol(cmd_parms *cmd, void *dummy, const char *arg)
+{
+    const char            *why;
+    sp_export_protocol_t   p;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (sp_export_protocol_parse(arg, &p) != 0) {
+        return apr_psprintf(cmd->pool, "%s: invalid value \"%s\": expected "
+                            SP_EXPORT_PROTOCOL_NAMES, cmd->cmd->name, arg);
+    }
+    spanprof_srv(cmd)->protocol = (int) p;
+    return NULL;
 }
 
 
@@ -752,6 +771,9 @@ static const command_rec  spanprof_cmds[] = {
     AP_INIT_TAKE1("OtelExporterBatchCount", spanprof_set_batch_count, NULL,
         RSRC_CONF, "batches waiting per child before spans are dropped "
         "(default 4)"),
+    AP_INIT_TAKE1("OtelExporterProtocol", spanprof_set_protocol, NULL,
+        RSRC_CONF, "grpc, http/protobuf or http/json (default "
+        "http/protobuf)"),
     AP_INIT_TAKE1("OtelExporterCompression", spanprof_set_compression, NULL,
         RSRC_CONF, "none or gzip (default none)"),
     AP_INIT_TAKE1("OtelExporterTimeout", spanprof_set_seconds,
@@ -1293,6 +1315,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.trusted_certificate = sc->trusted_certificate;
     ec.trusted_certificate_pem = sc->trusted_certificate_pem;
     ec.trusted_certificate_len = sc->trusted_certificate_len;
+    ec.protocol = sc->protocol == SPANPROF_UNSET
+                  ? SP_EXPORT_HTTP_PROTOBUF
+                  : (sp_export_protocol_t) sc->protocol;
     ec.gzip = sc->compression == 1;
     ec.interval_ms = sc->interval_ms != SPANPROF_UNSET ? sc->interval_ms
                                                        : 5000;

@@ -62,6 +62,7 @@ typedef struct {
     int                  batch_size;
     int                  batch_count;
     int                  compression;      /* 0 none, 1 gzip */
+    int                  protocol;         /* sp_export_protocol_t */
     apr_int64_t          timeout_ms;
     apr_int64_t          connect_timeout_ms;
     apr_int64_t          shutdown_timeout_ms;

@@ -86,6 +86,15 @@ static ngx_conf_enum_t  ngx_http_spanprof_compression[] = {
 };
 
 
+/* Values follow OTEL_EXPORTER_OTLP_PROTOCOL's. */
+static ngx_conf_enum_t  ngx_http_spanprof_protocol[] = {
+    { ngx_string("grpc"), SP_EXPORT_GRPC },
+    { ngx_string("http/protobuf"), SP_EXPORT_HTTP_PROTOBUF },
+    { ngx_string("http/json"), SP_EXPORT_HTTP_JSON },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_spanprof_batch_size_bounds = {
     ngx_conf_check_num_bounds, 1, 65536
 };
@@ -114,6 +123,11 @@ static ngx_command_t  ngx_http_spanprof_exporter_commands[] = {
 
     { ngx_string("endpoint"), NGX_CONF_TAKE1,
       ngx_http_spanprof_endpoint, 0, 0, NULL },
+
+    { ngx_string("protocol"), NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot, 0,
+      offsetof(ngx_http_spanprof_main_conf_t, protocol),
+      &ngx_http_spanprof_protocol },
 
     { ngx_string("interval"), NGX_CONF_TAKE1,
       ngx_conf_set_msec_slot, 0,
@@ -477,6 +491,7 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
     mcf->batch_size = NGX_CONF_UNSET_UINT;
     mcf->batch_count = NGX_CONF_UNSET_UINT;
     mcf->compression = NGX_CONF_UNSET_UINT;
+    mcf->protocol = NGX_CONF_UNSET_UINT;
     mcf->timeout = NGX_CONF_UNSET_MSEC;
     mcf->connect_timeout = NGX_CONF_UNSET_MSEC;
     mcf->shutdown_timeout = NGX_CONF_UNSET_MSEC;
@@ -500,6 +515,7 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->batch_size, 512);
     ngx_conf_init_uint_value(mcf->batch_count, 4);
     ngx_conf_init_uint_value(mcf->compression, 0);
+    ngx_conf_init_uint_value(mcf->protocol, SP_EXPORT_HTTP_PROTOBUF);
     ngx_conf_init_msec_value(mcf->timeout, 10000);
     ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
@@ -688,6 +704,7 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_conf_init_uint_value(mcf->batch_size, 512);
     ngx_conf_init_uint_value(mcf->batch_count, 4);
     ngx_conf_init_uint_value(mcf->compression, 0);
+    ngx_conf_init_uint_value(mcf->protocol, SP_EXPORT_HTTP_PROTOBUF);
     ngx_conf_init_msec_value(mcf->timeout, 10000);
     ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
@@ -1445,6 +1462,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         mcf->trusted_certificate_pem.len
         ? (const char *) mcf->trusted_certificate_pem.data : NULL;
     ec.trusted_certificate_len = mcf->trusted_certificate_pem.len;
+    ec.protocol = (sp_export_protocol_t) mcf->protocol;
     ec.gzip = (int) mcf->compression;
     ec.interval_ms = mcf->interval;
     ec.batch_size = mcf->batch_size;

@@ -65,6 +65,7 @@ typedef struct {
     ngx_str_t                    trusted_certificate;   /* full path */
     ngx_str_t                    trusted_certificate_pem; /* its bytes */
     ngx_uint_t                   compression;
+    ngx_uint_t                   protocol;   /* sp_export_protocol_t */
     ngx_msec_t                   timeout;
     ngx_msec_t                   connect_timeout;
     ngx_msec_t                   shutdown_timeout;

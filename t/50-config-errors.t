@@ -64,6 +64,13 @@ otel_exporter {
 }
 $SERVER
 EOF
+    ['protocol http', <<"EOF", qr/protocol http/],
+otel_exporter {
+    endpoint http://127.0.0.1:4318;
+    protocol http;
+}
+$SERVER
+EOF
     ['otel_span_attr with one argument', <<"EOF", qr/otel_span_attr only_a_name/],
 otel_exporter {
     endpoint http://127.0.0.1:4318;

@@ -38,6 +38,8 @@ my @bad = (
     ['shutdown timeout x', "${OK}OtelExporterShutdownTimeout x\n", qr/ShutdownTimeout x/, qr/invalid time "x"/],
     ['compression brotli', "${OK}OtelExporterCompression brotli\n",
         qr/Compression brotli/, qr/expected none or gzip/],
+    ['protocol http', "${OK}OtelExporterProtocol http\n",
+        qr/Protocol http/, qr/expected grpc, http\/protobuf or http\/json/],
     ['header name with a colon', "${OK}OtelExporterHeader Bad:Name v\n",
         qr/OtelExporterHeader/, qr/invalid header name "Bad:Name"/],
     ['profiling rate 0', "${OK}OtelProfilingRate 0\n", qr/ProfilingRate 0/, qr/from 1 to 1000/],

@@ -768,6 +768,11 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             return NULL;
         }
         e->to_file = 1;
+    } else if (conf->protocol != SP_EXPORT_HTTP_PROTOBUF) {
+        snprintf(err, errlen, "protocol %s is not supported yet",
+                 sp_export_protocol_name(conf->protocol));
+        exporter_free(e);
+        return NULL;
     } else {
         n = strlen(e->endpoint);
         /* "http://h:4318/" and "http://h:4318" name the same base. */

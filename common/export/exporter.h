@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/export/export_protocol.h"
 #include "common/export/file_output.h"
 #include "common/export/http_loop.h"
 #include "common/base/log.h"
@@ -48,6 +49,9 @@ typedef struct {
 typedef struct {
     const sp_exporter_loop_t *loop;          /* NULL: a thread of its own */
     const char          *endpoint;           /* NULL: profiles only */
+    /* How spans and OTLP profiles go to an http(s) endpoint (export_
+     * protocol.h); not used for file:// and Pyroscope. */
+    sp_export_protocol_t protocol;
     const char *const   *headers;            /* "Name: value", NULL-ended */
     /* PEM CA certificates for https (copied; NULL: the system's), read
      * by the master/parent: workers may not reach the file. The path
