@@ -77,7 +77,7 @@ subtest 'profiles arrived' => sub {
         is $q->{path}, '/v1development/profiles', "request #$q->{seq}: path";
     }
     my $p = $samples[0] ? $samples[0]{profile} : {};
-    is $p->{sample_type}, 'samples/count', 'sample_type samples/count';
+    is $p->{sample_type}, 'cpu/nanoseconds', 'sample_type cpu/nanoseconds (values: CPU time)';
     is $p->{period_type}, 'cpu/nanoseconds', 'period_type cpu/nanoseconds';
     is $p->{period}, 1_000_000, 'period 1 ms (1000 Hz)';
     is $p->{scope}, 'spanprof', 'scope spanprof';
@@ -125,6 +125,11 @@ subtest 'OTLP: samples of /alpha are linked to its span' => sub {
             join(' ', map { sprintf '%.6f', $_ / 1e9 } @outside[0 .. ($#outside < 9 ? $#outside : 9)]));
     my @short = grep { @{ $_->{timestamps} } && @{ $_->{timestamps} } != @{ $_->{values} } } @samples;
     is scalar @short, 0, 'samples with timestamps have one value per timestamp';
+    # each value is one SIGPROF's CPU time: its weight (>= 1) times the 1 ms
+    # period it was taken at
+    my @odd = grep { $_ < 1_000_000 || $_ % 1_000_000 } map { @{ $_->{values} } } @samples;
+    is scalar @odd, 0, 'every value is a whole number (>= 1) of 1 ms periods'
+        or diag "values: @odd[0 .. ($#odd < 9 ? $#odd : 9)]";
 };
 
 # 3. pyroscope.profile.id; a location with otel_profiling off

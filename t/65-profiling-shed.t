@@ -12,6 +12,8 @@
 #    burns exactly its ms of thread CPU) although their count is far below
 #    one per ms; a beta request burnt after the recovery is sampled at
 #    1000 Hz again (count ~ its ms) and its cpu/nanoseconds match too;
+#  - nginx also sends the OTLP profiles of the same intervals: their values
+#    (CPU ns per timestamp) add up to the burnt CPU and to the pprof's;
 #  - with `pause` the sampler pauses instead while the load lasts, and
 #    resumes at 1000 Hz;
 #  - bad values are refused by nginx -t / apache2 -t with the reason.
@@ -51,7 +53,7 @@ sub check_shedding {
     my (%o) = @_;
     my ($burn, $log, $finish, $alpha_fn, $beta_fn) = @o{qw(burn log finish alpha beta)};
 
-    my ($n_alpha, $t_end) = (0, time + $BURN_S);
+    my ($n_alpha, $t_end) = (0, time + ($o{burn_s} // $BURN_S));
     while (time < $t_end) {
         $burn->('alpha', $ALPHA_MS, $n_alpha++);
     }
@@ -101,14 +103,59 @@ sub check_shedding {
         sprintf('beta cpu/nanoseconds %.0f ms = the %d ms burnt (15%%)', $cb / 1e6, $BETA_MS);
     ok abs($nb - $BETA_MS) <= 0.15 * $BETA_MS,
         "beta sampled at 1000 Hz again: $nb samples for $BETA_MS ms";
+
+    return unless $o{otlp};
+    # The OTLP profiles of the same intervals (protoc --decode): values are
+    # CPU nanoseconds per timestamp, each signal's weight times its own
+    # period, so they add up to the burnt CPU too (count x the profile's
+    # one period would not: most alpha samples were taken at lower rates).
+    my @o = $o{otlp}->();
+    ok @o, scalar(@o) . ' OTLP profile samples' or return;
+    my %types = map { $_->{profile}{sample_type} => 1 } @o;
+    is join(',', sort keys %types), 'cpu/nanoseconds', 'OTLP sample_type cpu/nanoseconds';
+    my ($oa, $ob, $ona, $periods) = (0, 0, 0, 0);
+    for my $smp (@o) {
+        if (grep { $_ eq $alpha_fn } @{ $smp->{stack} }) {
+            $oa += $_ for @{ $smp->{values} };
+            $ona += @{ $smp->{timestamps} };
+        } elsif (grep { $_ eq $beta_fn } @{ $smp->{stack} }) {
+            $ob += $_ for @{ $smp->{values} };
+        }
+    }
+    my %per = map { $_->{profile}{period} => 1 } @o;
+    diag sprintf('OTLP: alpha %.0f ms in %d signals, beta %.0f ms; profile periods (ns): %s',
+        $oa / 1e6, $ona, $ob / 1e6, join(' ', sort { $a <=> $b } keys %per));
+    ok abs($oa - $true_a) <= 0.15 * $true_a,
+        sprintf('OTLP alpha values %.0f ms = the %.0f ms burnt (15%%)', $oa / 1e6, $true_a / 1e6);
+    ok abs($oa - $ca) <= 0.01 * $ca,
+        sprintf('OTLP alpha values %.0f ms = the pprof cpu/nanoseconds %.0f ms of the same intervals',
+            $oa / 1e6, $ca / 1e6);
+    ok abs($ob - $BETA_MS * 1e6) <= 0.15 * $BETA_MS * 1e6,
+        sprintf('OTLP beta values %.0f ms = the %d ms burnt (15%%)', $ob / 1e6, $BETA_MS);
+}
+
+# The decoded pprof of every Pyroscope ingest the receiver stored.
+sub pyroscope_pprofs {
+    my ($recv) = @_;
+    my @out;
+    for my $q (grep { $_->{path} =~ m{^/pyro/ingest\?} } $recv->requests) {
+        my ($b) = ($q->{headers}{'content-type'} // '') =~ /boundary="?([^";]+)"?/;
+        my ($part) = grep { ($_->{name} // '') eq 'profile' } multipart_parts($q->{body}, $b // 'none');
+        push @out, decode_pprof($part ? $part->{content} : '');
+    }
+    return @out;
 }
 
 # ---------------------------------------------------------------------------
 # nginx
 # ---------------------------------------------------------------------------
+# OTLP profiles to the receiver and the same profiles' pprof to its
+# Pyroscope ingest, so both encoders are checked across the rate changes.
 subtest 'nginx: otel_profiling_shed cpu=10' => sub {
-    my $ngx = start_nginx(burn => 1, dirs => ['prof'], conf => <<'EOF');
-otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
+    my $recv = start_receiver();
+    my $ngx = start_nginx(receiver => $recv, burn => 1, conf => <<'EOF');
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
+otel_profiling_pyroscope %%RECEIVER%%/pyro;
 otel_service_name prof-shed;
 otel_profiling_rate 1000;
 otel_profiling_interval 3s;
@@ -131,10 +178,12 @@ EOF
         log => sub { $ngx->error_log },
         finish => sub {
             $ngx->quit(15);
-            return map { pprof_samples(read_pprof_file($_)) } pprof_files($ngx->prefix . '/prof');
+            return map { pprof_samples($_) } pyroscope_pprofs($recv);
         },
+        otlp => sub { collect_otlp_samples($recv) },
     );
     is scalar($ngx->crash_lines), 0, 'no crash';
+    $recv->stop;
 };
 
 subtest 'nginx: otel_profiling_shed cpu=10,pause' => sub {
@@ -202,13 +251,13 @@ SKIP: {
                                    SpanProf::Apache::apache_burn_path());
     skip "not built: @missing", 2 if @missing;
 
-    # One child, so that its CPU is the whole load (prefork would share it
-    # among children and spawn spares).
-    my @mpms = grep { $_ ne 'prefork' } SpanProf::Apache::apache_mpms();
-    for my $mpm (@mpms) {
+    # One child, so that its CPU is the whole load: prefork gets a limit of
+    # one child (no spares to share the load), and a shorter burn (4 s).
+    for my $mpm (SpanProf::Apache::apache_mpms()) {
+        my $prefork = $mpm eq 'prefork';
         subtest "httpd $mpm: OtelProfilingShed cpu=10" => sub {
             my $ap = SpanProf::Apache::start_apache(mpm => $mpm, burn => 1, dirs => ['out'],
-                servers => 1, conf => <<'EOF');
+                servers => 1, $prefork ? (server_limit => 1) : (), conf => <<'EOF');
 OtelExporterEndpoint file://%%PREFIX%%/out
 OtelExporterInterval 0.2
 OtelProfilingInterval 3
@@ -223,6 +272,7 @@ OtelTrace On
 EOF
             check_shedding(
                 alpha => 'spanprof_apache_burn_alpha', beta => 'spanprof_apache_burn_beta',
+                $prefork ? (burn_s => 4) : (),
                 burn => sub {
                     my ($fn, $ms, $n) = @_;
                     my $r = http_get($ap->port, "/burn?fn=$fn&ms=$ms&n=$n");

@@ -313,7 +313,7 @@ dict_new(enc_t *e)
     *d = dict_init;
     e->dict = d;
 
-    /* "", 4 value type names, 2 attribute keys; a file per mapping; a name
+    /* "", 2 value type names (cpu, nanoseconds), 2 attribute keys; a file per mapping; a name
      * and a file per function. */
     e->max_strs = 1 + 4 + 2 + p->nmappings + 2 * p->nfunctions;
     e->max_attrs = 1 + p->nmappings + p->nsamples;
@@ -470,6 +470,7 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
     const sp_profile_t       *p = e->p;
     pb_sample_t              *s;
     size_t                    i, nts = ps->ts_len;
+    int64_t                   total;
 
     if ((size_t) ps->stack_off + ps->stack_len > p->nlocs
         || (size_t) ps->ts_off + ps->ts_len > p->ntimestamps)
@@ -505,8 +506,13 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
         }
     }
 
-    /* values and timestamps_unix_nano must be of one length when both are
-     * set: one value per timestamp, the timer overruns on the last. */
+    /* Values are CPU nanoseconds (sample_type cpu/nanoseconds), one per
+     * timestamp: each signal's weight times the period it was taken at, so
+     * the sums stay true CPU time when the rate changes within the
+     * interval (load shedding, the API). values and timestamps_unix_nano
+     * must be of one length when both are set. */
+    total = ps->cpu_ns != 0 ? ps->cpu_ns
+                            : ps->count * (int64_t) p->period_ns;
     if (nts == 0 || (int64_t) nts > ps->count) {
         nts = 0;
     }
@@ -515,14 +521,22 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
         return NULL;
     }
     if (nts == 0) {
-        s->values[0] = ps->count;
+        s->values[0] = total;
         s->n_values = 1;
         return s;
     }
-    for (i = 0; i < nts; i++) {
-        s->values[i] = 1;
+    if (p->ts_cpu_ns != NULL) {
+        for (i = 0; i < nts; i++) {
+            s->values[i] = p->ts_cpu_ns[ps->ts_off + i];
+        }
+    } else {
+        /* Periods unknown per signal: one period each, the rest (timer
+         * overruns) on the last. */
+        for (i = 0; i < nts; i++) {
+            s->values[i] = (int64_t) p->period_ns;
+        }
+        s->values[nts - 1] += total - (int64_t) (nts * p->period_ns);
     }
-    s->values[nts - 1] += ps->count - (int64_t) nts;
     s->n_values = nts;
     /* The timestamps array outlives the encoding. */
     s->timestamps_unix_nano = p->timestamps + ps->ts_off;
@@ -562,7 +576,7 @@ profile_new(enc_t *e)
         return NULL;
     }
     *pr = init;
-    pr->sample_type = value_type(e, "samples", "count");
+    pr->sample_type = value_type(e, "cpu", "nanoseconds");
     pr->period_type = value_type(e, "cpu", "nanoseconds");
     if (pr->sample_type == NULL || pr->period_type == NULL) {
         return NULL;

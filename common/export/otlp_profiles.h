@@ -14,16 +14,21 @@
  * zero entry; mapping/location/function i of the profile is table entry
  * i + 1; each distinct stack once; links and attributes deduplicated), one
  * ResourceProfiles with p->resource, one ScopeProfiles with scope spanprof
- * and one Profile: sample_type samples/count, period_type cpu/nanoseconds,
- * a fresh random profile_id. A sample that ran in a span gets a Link
+ * and one Profile: sample_type cpu/nanoseconds, period_type
+ * cpu/nanoseconds (period: the sampler's at the end of the interval), a
+ * fresh random profile_id. A sample that ran in a span gets a Link
  * {trace_id, span_id} and, when known, the attribute "span.name"; a mapping
  * with a build id gets "process.executable.build_id.gnu".
  *
- * Sample values: the spec requires values and timestamps_unix_nano to have
- * the same length when both are set, so a sample with n timestamps (n <=
- * count) gets n values of 1 with the overruns (count - n) added to the last;
- * a sample without timestamps (or with more timestamps than its count) gets
- * values [count] and no timestamps.
+ * Sample values are CPU nanoseconds, one per timestamp (the spec requires
+ * values and timestamps_unix_nano to have the same length when both are
+ * set): each signal's weight (1 + timer overruns) times the period it was
+ * taken at (p->ts_cpu_ns), so a sample's values add up to its true CPU time
+ * even when the rate changed within the interval (load shedding, the
+ * control API). Without ts_cpu_ns each timestamp gets one period_ns and the
+ * last the rest of cpu_ns (or count * period_ns). A sample without
+ * timestamps (or with more timestamps than its count, e.g. "[truncated]")
+ * gets one value, its cpu_ns, and no timestamps.
  *
  * Appends to out; 0, or -1 on allocation failure or a profile whose indices
  * are out of range (out is then left as it was). */

@@ -56,6 +56,10 @@ typedef struct {
     int32_t                *locs;       /* location indices of all stacks */
     size_t                  nlocs;
     uint64_t               *timestamps; /* ns of each sample, by sample */
+    int64_t                *ts_cpu_ns;  /* parallel to timestamps: that
+                                         * signal's weight * its own period
+                                         * (true CPU ns); NULL when unknown
+                                         * (encoders use period_ns) */
     size_t                  ntimestamps;
     sp_profile_location_t  *locations;
     size_t                  nlocations;

@@ -21,6 +21,7 @@ typedef struct {
 typedef struct {
     uint32_t   entry;
     uint64_t   ns;
+    int64_t    cpu_ns;        /* this signal's weight * its own period */
 } stamp_t;
 
 /* Open addressing map from a 64-bit key to an index. */
@@ -76,6 +77,7 @@ struct sp_profile_builder {
     sp_profile_sample_t    *samples;
     int32_t                *locs;
     uint64_t               *timestamps;
+    int64_t                *ts_cpu_ns;
     sp_profile_location_t  *locations;
     sp_profile_function_t  *functions;
     sp_profile_mapping_t   *mappings;
@@ -230,6 +232,7 @@ sp_profile_builder_free(sp_profile_builder_t *b)
     free(b->samples);
     free(b->locs);
     free(b->timestamps);
+    free(b->ts_cpu_ns);
     free(b->locations);
     free(b->functions);
     free(b->mappings);
@@ -363,6 +366,7 @@ aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
     b->entries[idx].nts++;
     b->stamps[b->nstamps].entry = (uint32_t) idx;
     b->stamps[b->nstamps].ns = s->time_ns;
+    b->stamps[b->nstamps].cpu_ns = (int64_t) s->weight * s->period_ns;
     b->nstamps++;
 }
 
@@ -718,13 +722,16 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     free(b->samples);
     free(b->locs);
     free(b->timestamps);
+    free(b->ts_cpu_ns);
     b->samples = calloc(b->nentries ? b->nentries : 1, sizeof(*b->samples));
     b->locs = malloc((b->nframes ? b->nframes : 1) * sizeof(*b->locs));
     b->timestamps = malloc((b->nstamps ? b->nstamps : 1)
                            * sizeof(*b->timestamps));
+    b->ts_cpu_ns = malloc((b->nstamps ? b->nstamps : 1)
+                          * sizeof(*b->ts_cpu_ns));
     fill = calloc(b->nentries ? b->nentries : 1, sizeof(*fill));
     if (b->samples == NULL || b->locs == NULL || b->timestamps == NULL
-        || fill == NULL)
+        || b->ts_cpu_ns == NULL || fill == NULL)
     {
         free(fill);
         return -1;
@@ -764,7 +771,8 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     }
     for (i = 0; i < b->nstamps; i++) {
         j = b->stamps[i].entry;
-        b->timestamps[b->samples[j].ts_off + fill[j]++] = b->stamps[i].ns;
+        b->timestamps[b->samples[j].ts_off + fill[j]] = b->stamps[i].ns;
+        b->ts_cpu_ns[b->samples[j].ts_off + fill[j]++] = b->stamps[i].cpu_ns;
     }
     free(fill);
 
@@ -773,6 +781,7 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     p->locs = b->locs;
     p->nlocs = nlocs;
     p->timestamps = b->timestamps;
+    p->ts_cpu_ns = b->ts_cpu_ns;
     p->ntimestamps = b->nstamps;
     p->locations = b->locations;
     p->nlocations = b->nlocations;

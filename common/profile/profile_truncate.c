@@ -154,7 +154,9 @@ sp_profile_truncate(sp_arena_t *a, const sp_profile_t *p, size_t keep,
     }
     out->locs = sp_arena_alloc(a, (nlocs + 1) * sizeof(*out->locs));
     out->timestamps = sp_arena_alloc(a, (nts + 1) * sizeof(*out->timestamps));
-    if (out->mappings == NULL || out->functions == NULL
+    out->ts_cpu_ns = p->ts_cpu_ns == NULL ? NULL
+                     : sp_arena_alloc(a, (nts + 1) * sizeof(*out->ts_cpu_ns));
+    if ((p->ts_cpu_ns != NULL && out->ts_cpu_ns == NULL) || out->mappings == NULL || out->functions == NULL
         || out->locations == NULL || out->samples == NULL
         || out->locs == NULL || out->timestamps == NULL)
     {
@@ -208,6 +210,10 @@ sp_profile_truncate(sp_arena_t *a, const sp_profile_t *p, size_t keep,
         d->ts_off = (uint32_t) out->ntimestamps;
         memcpy(out->timestamps + out->ntimestamps,
                p->timestamps + s->ts_off, s->ts_len * sizeof(uint64_t));
+        if (p->ts_cpu_ns != NULL) {
+            memcpy(out->ts_cpu_ns + out->ntimestamps,
+                   p->ts_cpu_ns + s->ts_off, s->ts_len * sizeof(int64_t));
+        }
         out->ntimestamps += s->ts_len;
     }
     t = &out->samples[out->nsamples++];

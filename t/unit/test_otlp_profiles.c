@@ -202,8 +202,6 @@ want_dictionary(void)
 "  string_table: \"ngx_worker_process_cycle\"\n"
 "  string_table: \"ngx_http_core_run_phases\"\n"
 "  string_table: \"ngx_http_spanprof_handler\"\n"
-"  string_table: \"samples\"\n"
-"  string_table: \"count\"\n"
 "  string_table: \"cpu\"\n"
 "  string_table: \"nanoseconds\"\n"
 "  string_table: \"span.name\"\n"
@@ -216,7 +214,7 @@ want_dictionary(void)
 "    }\n"
 "  }\n"
 "  attribute_table {\n"
-"    key_strindex: 12\n"
+"    key_strindex: 10\n"
 "    value {\n"
 "      string_value: \"GET /api/users\"\n"
 "    }\n"
@@ -289,8 +287,8 @@ main(void)
     /* Profile header. */
     contains(fmt("      sample_type {\n        type_strindex: %d\n"
                  "        unit_strindex: %d\n      }\n",
-                 str_index("samples"), str_index("count")),
-             "sample_type samples/count");
+                 str_index("cpu"), str_index("nanoseconds")),
+             "sample_type cpu/nanoseconds");
     contains(fmt("      period_type {\n        type_strindex: %d\n"
                  "        unit_strindex: %d\n      }\n",
                  str_index("cpu"), str_index("nanoseconds")),
@@ -308,10 +306,12 @@ main(void)
            "profile_id set, not all zero");
     }
 
-    /* Samples: stack, link, attributes, values per timestamp. */
+    /* Samples: stack, link, attributes, values per timestamp (no per-signal
+     * CPU times in the fixture: one period each, the overruns on the last). */
     contains("      samples {\n        stack_index: 1\n"
              "        attribute_indices: 2\n        link_index: 1\n"
-             "        values: 1\n        values: 1\n        values: 1\n"
+             "        values: 10000000\n        values: 10000000\n"
+             "        values: 10000000\n"
              "        timestamps_unix_nano: 1700000000100000000\n"
              "        timestamps_unix_nano: 1700000000110000000\n"
              "        timestamps_unix_nano: 1700000000120000000\n"
@@ -319,12 +319,13 @@ main(void)
              "sample 0: stack A, link 1, span.name, 3 values for 3 "
              "timestamps");
     contains("      samples {\n        stack_index: 2\n"
-             "        link_index: 2\n        values: 2\n"
+             "        link_index: 2\n        values: 20000000\n"
              "        timestamps_unix_nano: 1700000000200000000\n"
              "      }\n",
              "sample 1: stack B, link 2, no attributes, the overrun on its "
              "only timestamp");
-    contains("      samples {\n        stack_index: 1\n        values: 1\n"
+    contains("      samples {\n        stack_index: 1\n"
+             "        values: 10000000\n"
              "        timestamps_unix_nano: 1700000000300000000\n"
              "      }\n",
              "sample 2: stack A again (deduplicated), no link");
@@ -370,7 +371,7 @@ main(void)
     ok(again != NULL, "encoded again with sample 2 in span 1");
     contains("      samples {\n        stack_index: 1\n"
              "        attribute_indices: 2\n        link_index: 1\n"
-             "        values: 4\n"
+             "        values: 40000000\n"
              "        timestamps_unix_nano: 1700000000300000000\n"
              "      }\n", "sample 2: same link and attribute, 1 + 3 overruns");
     ok(again != NULL && strstr(again, "  link_table {") != NULL
@@ -395,12 +396,48 @@ main(void)
     text = again;
     contains("      samples {\n        stack_index: 1\n"
              "        attribute_indices: 2\n        link_index: 1\n"
-             "        values: 2\n      }\n",
-             "3 timestamps for a count of 2: values [2], no timestamps");
+             "        values: 20000000\n      }\n",
+             "3 timestamps for a count of 2: values [its CPU], no timestamps");
     samples[0].count = 3;
     samples[2].has_span = 0;
     samples[2].span_name = NULL;
     samples[2].count = 1;
+
+    /* The rate changed within the interval: each value is its signal's
+     * weight times the period it was taken at (ts_cpu_ns), not one period
+     * for all; a sample without timestamps gets its cpu_ns. */
+    {
+        static int64_t  ts_cpu[] = { 10000000, 20000000, 40000000,
+                                     30000000, 1000000 };
+
+        samples[0].cpu_ns = 70000000;
+        samples[2].ts_len = 0;
+        samples[2].cpu_ns = 5000000;
+        prof.ts_cpu_ns = ts_cpu;
+        free(again);
+        again = encode_decode(&a, "rates.pb", "proto");
+        text = again;
+        contains("      samples {\n        stack_index: 1\n"
+                 "        attribute_indices: 2\n        link_index: 1\n"
+                 "        values: 10000000\n        values: 20000000\n"
+                 "        values: 40000000\n"
+                 "        timestamps_unix_nano: 1700000000100000000\n"
+                 "        timestamps_unix_nano: 1700000000110000000\n"
+                 "        timestamps_unix_nano: 1700000000120000000\n"
+                 "      }\n",
+                 "per-signal CPU times: 10 ms, 20 ms (50 Hz), 40 ms "
+                 "(25 Hz, or overruns)");
+        contains("        link_index: 2\n        values: 30000000\n"
+                 "        timestamps_unix_nano: 1700000000200000000\n",
+                 "sample 1: its one signal's 30 ms");
+        contains("      samples {\n        stack_index: 1\n"
+                 "        values: 5000000\n      }\n",
+                 "a sample without timestamps: values [cpu_ns]");
+        prof.ts_cpu_ns = NULL;
+        samples[0].cpu_ns = 0;
+        samples[2].ts_len = 1;
+        samples[2].cpu_ns = 0;
+    }
 
     test_bad_profile(&a);
 

@@ -70,6 +70,10 @@ main(void)
     s[4] = raw(leaf, ret, 0xaa, 500, 2, "GET /a");
     s[5] = raw(ret, leaf, 0, 600, 1, NULL);            /* other stack */
 
+    /* span a's signals at three rates: 1 x 1 ms, 3 x 2 ms, 2 x 4 ms */
+    s[0]->period_ns = 1000000;
+    s[1]->period_ns = 2000000;
+    s[4]->period_ns = 4000000;
     for (i = 0; i < 6; i++) {
         sp_profile_builder_add(b, s[i]);
     }
@@ -100,6 +104,14 @@ main(void)
 
         ok(ts[0] == 100 && ts[1] == 200 && ts[2] == 500,
            "span a: timestamps in order");
+    }
+    {
+        int64_t  *c = p.ts_cpu_ns + p.samples[span_a].ts_off;
+
+        ok(p.ts_cpu_ns != NULL && c[0] == 1000000 && c[1] == 6000000
+           && c[2] == 8000000,
+           "span a: each timestamp's CPU is its weight x its own period");
+        is_int(p.samples[span_a].cpu_ns, 15000000, "span a: cpu_ns 15 ms");
     }
     is_str(p.samples[span_a].span_name, "GET /a", "span a: name");
     is_str(p.samples[span_b].span_name, "GET /b", "span b: name");

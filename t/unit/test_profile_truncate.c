@@ -31,6 +31,7 @@ static sp_profile_location_t  locations[NFUNC];
 static sp_profile_sample_t    samples[NENT];
 static int32_t                locs[NENT * 8];
 static uint64_t               timestamps[NENT * 2];
+static int64_t                ts_cpu[NENT * 2];
 static sp_profile_t           prof;
 static sp_resource_t          res;
 static int64_t                total;
@@ -63,6 +64,7 @@ make_profile(void)
 
         memset(s, 0, sizeof(*s));
         s->count = 1 + (int64_t) ((i * 7) % 23);
+        s->cpu_ns = s->count * 10000000;    /* 100 Hz */
         total += s->count;
         s->stack_off = (uint32_t) nl;
         s->stack_len = 2 + (uint32_t) (i % 7);
@@ -73,6 +75,8 @@ make_profile(void)
         s->ts_off = (uint32_t) nt;
         s->ts_len = s->count >= 2 ? 2 : 1;
         for (j = 0; j < s->ts_len; j++) {
+            /* one period each, the overruns on the last (CPU ns) */
+            ts_cpu[nt] = (j + 1 < s->ts_len ? 1 : s->count - j) * 10000000;
             timestamps[nt++] = 1700000000000000000ULL + i * 1000 + j;
         }
         if (i % 2 == 0) {
@@ -97,6 +101,7 @@ make_profile(void)
     prof.locs = locs;
     prof.nlocs = nl;
     prof.timestamps = timestamps;
+    prof.ts_cpu_ns = ts_cpu;
     prof.ntimestamps = nt;
     prof.locations = locations;
     prof.nlocations = NFUNC;
@@ -215,12 +220,15 @@ test_truncate(sp_arena_t *a)
             uint64_t  ts = q.timestamps[q.samples[i].ts_off + j];
             size_t    e = (size_t) ((ts - 1700000000000000000ULL) / 1000);
 
+            bad += q.ts_cpu_ns[q.samples[i].ts_off + j]
+                   != ts_cpu[samples[e].ts_off + j];
             bad += strcmp(functions[locs[samples[e].stack_off]].name,
                           q.functions[q.locations[q.locs[q.samples[i].stack_off]]
                                       .function].name) != 0;
         }
     }
-    is_int(bad, 0, "the kept samples keep their own timestamps");
+    is_int(bad, 0, "the kept samples keep their own timestamps and their "
+           "CPU times");
     sp_arena_reset(a);
 
     /* Ties: equal counts keep the earlier entry (23 samples: i = 13, 36,
@@ -406,8 +414,8 @@ test_bounded(sp_arena_t *a, sp_arena_t *ta)
                 }
             }
         }
-        ok(sum == total, "OTLP sample total %lld == %lld", (long long) sum,
-           (long long) total);
+        ok(sum == total * 10000000, "OTLP CPU total %lld ns == %lld "
+           "samples of 10 ms", (long long) sum, (long long) total);
         opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
             req, NULL);
     }

@@ -58,7 +58,11 @@ C<protoc --decode=opentelemetry.proto.collector.profiles.v1development.ExportPro
 
 A list of samples of every profile in the request:
 
-    { count      => sum of values,
+    { count      => weight in samples: sum of values / period for a
+                    cpu/nanoseconds profile (exact while the rate did
+                    not change), sum of values for samples/count,
+      cpu_ns     => CPU nanoseconds: sum of values (cpu/nanoseconds),
+                    or sum * period (samples/count),
       values     => [...],
       timestamps => [timestamps_unix_nano],
       link       => { trace_id => 32 hex, span_id => 16 hex } or undef
@@ -324,10 +328,15 @@ sub otlp_samples {
                         $attrs{ $s->(_one($kv, 'key_strindex')) } = $v;
                     }
                     my @v = map { _n($_) } @{ $smp->{values} || [] };
-                    my $c = 0;
-                    $c += $_ for @v;
+                    my $sum = 0;
+                    $sum += $_ for @v;
+                    # cpu/nanoseconds values: count in periods of the
+                    # profile (exact at one rate); samples/count: the sum
+                    my ($c, $cpu) = $pm{sample_type} eq 'cpu/nanoseconds'
+                        ? ($pm{period} ? int($sum / $pm{period} + 0.5) : 0, $sum)
+                        : ($sum, $sum * ($pm{period} || 0));
                     push @out, {
-                        count => $c, values => \@v,
+                        count => $c, cpu_ns => $cpu, values => \@v,
                         timestamps => [ map { _n($_) } @{ $smp->{timestamps_unix_nano} || [] } ],
                         link => $lk, link_index => $li, attrs => \%attrs, stack => \@stack,
                         resource => $res, profile => \%pm,
