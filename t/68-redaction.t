@@ -10,7 +10,9 @@
 #   parameters are untouched;
 # - credentials in an endpoint URL (user:password@), a Pyroscope URL or an
 #   exporter header never reach the error log: not in the export errors of a
-#   collector that is down, not in configuration errors.
+#   collector that is down, not in configuration errors; the control API
+#   (JSON and Prometheus) of that server shows the endpoint without its
+#   userinfo and only counts the header.
 #
 # Uses the test-only burn modules (t/ngx_burn, t/mod_burn): the pattern
 # "Burn_Alpha" matches spanprof_burn_alpha / spanprof_apache_burn_alpha.
@@ -19,6 +21,7 @@ use warnings;
 use lib 't/lib';
 use Test::More;
 use Time::HiRes qw(time sleep);
+use JSON::PP ();
 use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
 use SpanProf::Test;
 use SpanProf::Profile;
@@ -170,16 +173,27 @@ subtest 'nginx: pprof files and Pyroscope uploads redacted' => sub {
 # ---------------------------------------------------------------------------
 my @CRED = qw(hunter2pw s3cr3tHdr pyr0pw cfgpw hdrCfgPw);
 
+# The control API on a port of its own (not traced, not profiled).
+my $API_SERVER = <<'EOF';
+server {
+    listen 127.0.0.1:%%PORT2%%;
+    otel_trace off;
+    otel_profiling off;
+    location = /api { otel_api; }
+}
+EOF
+
 # The errors of a collector (or Pyroscope) that is down, until each URL
 # has been logged; a profile export error is logged at most every 5 s, so
 # Pyroscope gets a server of its own.
 sub logged_masked {
-    my ($srv, $poke, $re) = @_;
+    my ($srv, $poke, $re, $before_stop) = @_;
     my $poked = time;
     my $ok = wait_until(12, sub {
         ($poked = time) && $poke->() if time - $poked > 0.5;
         return $srv->error_log =~ $re;
     });
+    $before_stop->() if $before_stop;
     # nginx: quit keeps the prefix (stop removes it when all passed);
     # Apache keeps it until the end
     $srv->can('quit') ? $srv->quit(15) : $srv->stop(15);
@@ -191,9 +205,30 @@ sub no_credentials {
     unlike $log, qr/\Q$_\E/, "\"$_\" is not in the error log" for @CRED;
 }
 
+# The control API of a server whose exporter (endpoint with user:password@,
+# an Authorization header) has been failing: GET's JSON shows the endpoint
+# in its public form (no userinfo) and the header only counted; neither the
+# JSON nor the Prometheus text holds a secret or the user name.
+sub api_no_credentials {
+    my ($port, $path, $dead) = @_;
+    my $r = http_get($port, $path);
+    is $r->{status}, 200, "GET $path: 200" or return diag $r->{content};
+    my $j = eval { JSON::PP::decode_json($r->{content}) } || {};
+    is $j->{config}{endpoint}, "http://127.0.0.1:$dead", 'API: the endpoint without its userinfo'
+        or diag $r->{content};
+    is $j->{config}{headers}, 1, 'API: the exporter header is counted, not shown';
+    my $p = http_get($port, "$path?format=prometheus");
+    is $p->{status}, 200, 'GET ?format=prometheus: 200';
+    like $p->{content}, qr/^spanprof_info\{/m, 'Prometheus text';
+    for my $c (@CRED, 'spanuser', 'Bearer') {
+        unlike $r->{content}, qr/\Q$c\E/, "\"$c\" is not in the API's JSON";
+        unlike $p->{content}, qr/\Q$c\E/, "\"$c\" is not in the API's Prometheus text";
+    }
+}
+
 subtest 'nginx: credentials of a down collector are not logged' => sub {
     my ($dead, $dead2) = (dead_port(), dead_port());
-    my $ngx = start_nginx(burn => 1, conf => <<"EOF" . $SERVER);
+    my $ngx = start_nginx(burn => 1, conf => <<"EOF" . $SERVER . $API_SERVER);
 otel_exporter {
     endpoint http://spanuser:hunter2pw\@127.0.0.1:$dead;
     header Authorization "Bearer s3cr3tHdr";
@@ -202,7 +237,8 @@ otel_exporter {
 }
 EOF
     my ($ok, $log) = logged_masked($ngx, sub { http_get($ngx->port, '/beta') },
-        qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s);
+        qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s,
+        sub { api_no_credentials($ngx->port2, '/api', $dead) });
     ok $ok, 'span and profile export errors were logged' or diag $ngx->error_log_tail(20);
     like $log, qr{export to http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces failed},
         'the endpoint shows as user:***@';
@@ -269,8 +305,10 @@ OtelSpanRedactQuery token
 </Location>
 EOF
 
-    subtest "apache ($mpm): profiles and url.query redacted" => sub {
-        my $ap = start_apache(mpm => $mpm, conf => $conf, burn => 1, dirs => ['out'], servers => 1,
+    # Under each MPM (a few seconds each); the credentials under event.
+    for my $m (apache_mpms()) {
+    subtest "apache ($m): profiles and url.query redacted" => sub {
+        my $ap = start_apache(mpm => $m, conf => $conf, burn => 1, dirs => ['out'], servers => 1,
             files => { 'htdocs/q' => "q\n", 'htdocs/q2' => "q2\n", 'htdocs/loc' => "loc\n" });
         like http_get($ap->port, '/burn?fn=alpha&ms=300&n=1')->{content}, qr/^alpha 300 /, 'alpha burned';
         like http_get($ap->port, '/burn?fn=beta&ms=200&n=2')->{content}, qr/^beta 200 /, 'beta burned';
@@ -304,6 +342,7 @@ EOF
         is scalar(grep { index($jsonl, $_) >= 0 } @Q_SECRETS), 0, 'no secret query value in traces.jsonl';
         is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
     };
+    }
 
     subtest "apache ($mpm): credentials of a down collector are not logged" => sub {
         my ($dead, $dead2) = (dead_port(), dead_port());
@@ -318,9 +357,14 @@ OtelTrace On
     SetHandler spanprof-burn
     OtelProfiling On
 </Location>
+<Location /api>
+    OtelTrace Off
+    SetHandler spanprof-api
+</Location>
 EOF
         my ($ok, $log) = logged_masked($ap, sub { http_get($ap->port, '/burn?fn=beta&ms=50&n=1') },
-            qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s);
+            qr{spanprof: export to .*spanprof: profile export to|spanprof: profile export to .*spanprof: export to}s,
+            sub { api_no_credentials($ap->port, '/api', $dead) });
         ok $ok, 'span and profile export errors were logged' or diag $ap->error_log_tail(20);
         like $log, qr{export to http://spanuser:\*\*\*\@127\.0\.0\.1:$dead/v1/traces failed},
             'the endpoint shows as user:***@';
