@@ -1137,6 +1137,7 @@ spanprof_handler(request_rec *r)
 static int
 spanprof_log_transaction(request_rec *r)
 {
+    int                      traced;
     spanprof_ctx_t          *ctx;
     spanprof_conn_t         *cc;
     sp_thread_ctx_record_t  *saved;
@@ -1162,11 +1163,13 @@ spanprof_log_transaction(request_rec *r)
     spanprof_bind(ctx);
 
     /* Before the span: only a kept request's span names its profile. */
+    traced = ctx->sampled && spanprof_exporter != NULL
+             && spanprof_export_spans;
     if (ctx->profiled && ctx->record != NULL && ctx->record->sp_keep) {
-        spanprof_keep_verdict(r, ctx);
+        spanprof_keep_verdict(r, ctx, traced);
     }
 
-    if (ctx->sampled && spanprof_exporter != NULL && spanprof_export_spans) {
+    if (traced) {
         spanprof_export(r, ctx);
     }
 

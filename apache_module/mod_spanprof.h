@@ -263,7 +263,8 @@ void spanprof_profiling_stop(void);
 int spanprof_sampling(void);
 void spanprof_thread_serves(void);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
-void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx);
+/* traced: the request's span will be exported (it reuses the end time). */
+void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);
 
 /* OtelTrace On, or its expression true for r. */

@@ -124,21 +124,27 @@ spanprof_profiles(request_rec *r, const spanprof_dir_conf_t *dc)
 
 /* At log_transaction of a request whose samples wait for a verdict: its
  * final settings' keep rules decide; the verdict goes to the profile
- * builder if the request has samples. */
+ * builder if the request has samples. A traced request reads the clock
+ * once for the rule and its span's end; an untraced one the tick's time
+ * (keep_rules.h). */
 void
-spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx)
+spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
 {
     int                         keep, failed;
+    uint64_t                    end_ns = 0;
     request_rec                *last = spanprof_last(r);
     const spanprof_dir_conf_t  *dc = spanprof_dir_conf(last);
 
     failed = ctx->nattempts > 0 && ctx->proxy_done && !ctx->peer_answered;
     if (dc->keep.flags & SP_KEEP_SLOW) {
-        ctx->end_ns = sp_now_ns();
+        end_ns = sp_keep_end_ns(traced);
+        if (traced) {
+            ctx->end_ns = end_ns;
+        }
     }
     keep = sp_keep_rules_match(&dc->keep,
-                               ctx->end_ns > ctx->start_ns
-                               ? ctx->end_ns - ctx->start_ns : 0,
+                               end_ns > ctx->start_ns
+                               ? end_ns - ctx->start_ns : 0,
                                last->status, failed, ctx->record->sp_cpu_ns);
     /* Samples were taken (its CPU time counts them): they wait for this. */
     if (ctx->record->sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {

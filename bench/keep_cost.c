@@ -8,9 +8,12 @@
  * (ngx_http_spanprof_keep_verdict, the same in Apache): nothing with `keep
  * all` (its record is not marked: one flag test), otherwise the rules'
  * match and, when the request had samples, one push into the verdict
- * channel; with a slow= rule one clock read, which a traced request's span
- * then reuses as its end (so a traced request reads the clock no more than
- * before). Each case runs N times per round (the channel is drained outside
+ * channel; with a slow= rule one clock read: the precise one, which a
+ * traced request's span then reuses as its end (so a traced request reads
+ * the clock no more than before), or for a request that is not traced the
+ * kernel tick's time (CLOCK_REALTIME_COARSE, sp_keep_end_ns); the case
+ * "precise" measures the earlier code, which read the precise clock for
+ * those too. Each case runs N times per round (the channel is drained outside
  * the timed region), 15 rounds, and the median round is reported in ns per
  * request, minus the same loop with an empty body.
  *
@@ -46,12 +49,14 @@ typedef struct {
 } req_t;
 
 static volatile unsigned  sink;
+static int                precise_untraced;    /* the code before */
 
 /* ngx_http_spanprof_log_handler + ngx_http_spanprof_keep_verdict. */
 __attribute__((noinline)) static void
 request_end(req_t *q, const sp_keep_rules_t *rules)
 {
-    int  keep;
+    int       keep;
+    uint64_t  end_ns;
 
     if (!(q->profiled && q->record.sp_keep)) {
         return;
@@ -59,12 +64,13 @@ request_end(req_t *q, const sp_keep_rules_t *rules)
     /* A traced request's span reads the clock for its end anyway: the
      * glue reads it here instead and the span reuses it (q->traced
      * stands for that read having been moved, not added). */
+    end_ns = q->end_ns;
     if ((rules->flags & SP_KEEP_SLOW) && !q->traced) {
-        q->end_ns = sp_now_ns();
+        end_ns = precise_untraced ? sp_now_ns() : sp_keep_end_ns(0);
     }
     keep = sp_keep_rules_match(rules,
-                               q->end_ns > q->start_ns
-                               ? q->end_ns - q->start_ns : 0,
+                               end_ns > q->start_ns
+                               ? end_ns - q->start_ns : 0,
                                q->status, q->upstream_failed,
                                q->record.sp_cpu_ns);
     if (q->record.sp_cpu_ns > 0 && sp_keep_send(q->span_id, keep) != 0) {
@@ -198,7 +204,8 @@ main(int argc, char **argv)
     sp_keep_rules_t  all = SP_KEEP_RULES_DEFAULT, slow, errors;
     char             err[128];
     const char      *a_slow[] = { "slow=100ms" }, *a_err[] = { "errors" };
-    double           base, c_all, c_err, c_slow, c_push, c_clock, c_traced;
+    double           base, c_all, c_err, c_slow, c_push, c_clock, c_traced,
+                     c_precise, c_coarse;
 
     if (argc == 3 && strcmp(argv[1], "--n") == 0) {
         n = (unsigned) strtoul(argv[2], NULL, 10);
@@ -226,6 +233,9 @@ main(int argc, char **argv)
     q.record.sp_cpu_ns = 0;                 /* no sample: no verdict */
     c_err = measure(request_end, &q, &errors, n);
     c_slow = measure(request_end, &q, &slow, n);
+    precise_untraced = 1;
+    c_precise = measure(request_end, &q, &slow, n);
+    precise_untraced = 0;
     q.traced = 1;
     q.end_ns = q.start_ns + 1000;
     c_traced = measure(request_end, &q, &slow, n);
@@ -242,6 +252,11 @@ main(int argc, char **argv)
             sink += (unsigned) sp_now_ns();
         }
         c_clock = (double) (sp_mono_ns() - t) / n;
+        t = sp_mono_ns();
+        for (i = 0; i < n; i++) {
+            sink += (unsigned) sp_keep_end_ns(0);
+        }
+        c_coarse = (double) (sp_mono_ns() - t) / n;
     }
 
     printf("requests=%u\n", n);
@@ -250,7 +265,9 @@ main(int argc, char **argv)
     printf("errors_no_samples_ns=%.2f\n", c_err - base);
     printf("slow_no_samples_ns=%.2f\n", c_slow - base);
     printf("errors_with_samples_ns=%.2f\n", c_push - base);
+    printf("slow_no_samples_precise_ns=%.2f\n", c_precise - base);
     printf("clock_read_ns=%.2f\n", c_clock);
+    printf("coarse_clock_read_ns=%.2f\n", c_coarse);
     printf("slow_traced_added_ns=%.2f\n", c_traced - base);
     printf("builder_keep_all_ns_per_sample=%.1f\n", builder_cost(40000, 0));
     printf("builder_pending_ns_per_sample=%.1f\n", builder_cost(40000, 1));

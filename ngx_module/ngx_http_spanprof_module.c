@@ -429,6 +429,7 @@ ngx_http_spanprof_precontent_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_spanprof_log_handler(ngx_http_request_t *r)
 {
+    int                       traced;
     ngx_http_spanprof_ctx_t  *ctx;
 
     if (r != r->main || ngx_http_spanprof_inactive(r)) {
@@ -444,13 +445,13 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
     ctx->logged = 1;
 
     /* Before the span: only a kept request's span names its profile. */
+    traced = ctx->sampled && ngx_http_spanprof_exporter != NULL
+             && ngx_http_spanprof_export_spans;
     if (ctx->profiled && ctx->record.sp_keep) {
-        ngx_http_spanprof_keep_verdict(r, ctx);
+        ngx_http_spanprof_keep_verdict(r, ctx, traced);
     }
 
-    if (ctx->sampled && ngx_http_spanprof_exporter != NULL
-        && ngx_http_spanprof_export_spans)
-    {
+    if (traced) {
         (void) ngx_http_spanprof_export(r, ctx);
     }
 

@@ -192,8 +192,9 @@ size_t ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
 ngx_int_t ngx_http_spanprof_profiling_init(ngx_conf_t *cf);
 void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);
+/* traced: the request's span will be exported (it reuses the end time). */
 void ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
-    ngx_http_spanprof_ctx_t *ctx);
+    ngx_http_spanprof_ctx_t *ctx, int traced);
 ngx_int_t ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     ngx_http_spanprof_main_conf_t *mcf);
 void ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle);

@@ -263,11 +263,12 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
 
 /* At the log phase of a request whose samples wait for a verdict: its
  * final location's keep rules decide; the verdict goes to the profile
- * builder if the request has samples. */
+ * builder if the request has samples. traced: its span will be exported. */
 void
 ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
-    ngx_http_spanprof_ctx_t *ctx)
+    ngx_http_spanprof_ctx_t *ctx, int traced)
 {
+    uint64_t                       end_ns;
     int                            keep, failed;
     ngx_uint_t                     i, status;
     ngx_http_upstream_state_t     *st;
@@ -290,16 +291,21 @@ ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
         }
     }
 
-    /* nginx's cached time does not move while a handler burns CPU: the
-     * clock is read, once, and the span ends then too. */
+    /* nginx's cached time does not move while a handler burns CPU: a
+     * clock is read, once; a traced request's span ends then too, an
+     * untraced one reads the tick's time (keep_rules.h). */
+    end_ns = 0;
     if (lcf->keep.flags & SP_KEEP_SLOW) {
-        ctx->end_ns = sp_now_ns();
+        end_ns = sp_keep_end_ns(traced);
+        if (traced) {
+            ctx->end_ns = end_ns;
+        }
     }
 
     status = r->err_status ? r->err_status : r->headers_out.status;
     keep = sp_keep_rules_match(&lcf->keep,
-                               ctx->end_ns > ctx->start_ns
-                               ? ctx->end_ns - ctx->start_ns : 0,
+                               end_ns > ctx->start_ns
+                               ? end_ns - ctx->start_ns : 0,
                                (int) status, failed, ctx->record.sp_cpu_ns);
 
     /* Samples were taken (its CPU time counts them): they wait for this. */

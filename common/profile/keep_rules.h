@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/profile/verdict_channel.h"
 
@@ -56,6 +57,24 @@ sp_keep_rules_match(const sp_keep_rules_t *r, uint64_t wall_ns, int status,
            || ((r->flags & SP_KEEP_ERRORS)
                && (status >= 500 || upstream_failed))
            || ((r->flags & SP_KEEP_CPU) && cpu_ns >= r->cpu_ns);
+}
+
+/* The end of a request for slow= (wall clock, ns). A request whose span
+ * is exported reads the precise clock: the span then takes this value as
+ * its end, so no read is added. Any other reads CLOCK_REALTIME_COARSE, the
+ * time of the kernel's last tick, from the vDSO's data alone: it skips the
+ * clocksource (a precise read costs ~250 ns on kvm-clock) and never makes
+ * a system call; the duration is then short by about one tick (1 to 4 ms,
+ * more when a tick comes late on a loaded VM), which a slow= threshold of
+ * tens of milliseconds tolerates. */
+static inline uint64_t
+sp_keep_end_ns(int span_exported)
+{
+    struct timespec  ts;
+
+    clock_gettime(span_exported ? CLOCK_REALTIME : CLOCK_REALTIME_COARSE,
+                  &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
 /* ---- the process's verdict channel ---------------------------------- */

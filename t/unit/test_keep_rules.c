@@ -7,8 +7,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tap.h"
+#include "common/base/clock.h"
 #include "common/profile/keep_rules.h"
 #include "common/profile/profile_builder.h"
 
@@ -317,6 +319,27 @@ main(void)
                "refused verdicts counted");
     }
     is_int(sp_keep_take(out, 64), 2, "taken");
+
+    /* ---- the end time for slow= ---- */
+    {
+        struct timespec  res_c;
+        uint64_t         t0, coarse, precise, t1, tick;
+
+        clock_getres(CLOCK_REALTIME_COARSE, &res_c);
+        tick = (uint64_t) res_c.tv_sec * 1000000000u
+               + (uint64_t) res_c.tv_nsec;
+        t0 = sp_now_ns();
+        coarse = sp_keep_end_ns(0);
+        precise = sp_keep_end_ns(1);
+        t1 = sp_now_ns();
+        ok(precise >= t0 && precise <= t1, "traced: the precise clock");
+        /* the last tick's time: not after now, about a tick before (a
+         * tick may come late on a loaded VM: 50 ms of slack) */
+        ok(coarse <= t1 && coarse + tick + 50000000 >= t0,
+           "not traced: the tick's time (%llu ns before, tick %llu ns)",
+           (unsigned long long) (t0 > coarse ? t0 - coarse : 0),
+           (unsigned long long) tick);
+    }
 
     sp_profile_builder_free(b);
     sp_symbolizer_free(sym);
