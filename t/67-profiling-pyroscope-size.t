@@ -1,5 +1,6 @@
 #!/usr/bin/perl
-# Pyroscope labels and profile size, in nginx and Apache (event MPM):
+# Pyroscope labels and profile size, in nginx and Apache (the labels under
+# each MPM, the size bound under event):
 #
 # - The pprof sent to Pyroscope's /ingest carries span_id and span_name as
 #   sample labels, never trace_id (Pyroscope makes every sample label but
@@ -238,9 +239,12 @@ Header always set X-Trace-Id "%{OTEL_TRACE_ID}e"
 </Location>
 EOF
 
-subtest 'Apache: Pyroscope labels and series labels; files keep trace_id' => sub {
+# Under each MPM (six short requests: a few seconds each); the size bound
+# below runs under event only.
+for my $mpm (apache_mpms()) {
+subtest "Apache ($mpm): Pyroscope labels and series labels; files keep trace_id" => sub {
     my $recv = start_receiver();
-    my $ap = start_apache(mpm => 'event', conf => $AP, burn => 1, dirs => ['out'], receiver => $recv);
+    my $ap = start_apache(mpm => $mpm, conf => $AP, burn => 1, dirs => ['out'], receiver => $recv);
     my %sids;
     for my $i (1 .. 6) {
         my $r = http_get($ap->port, '/burn?fn=' . ($i % 2 ? 'alpha' : 'beta') . "&ms=40&n=$i");
@@ -253,6 +257,7 @@ subtest 'Apache: Pyroscope labels and series labels; files keep trace_id' => sub
         app => 'pyro67_web', labels => $LABELS);
     $recv->stop;
 };
+}
 
 subtest 'Apache: OtelProfilingMaxSize 2k, many distinct stacks' => sub {
     my $recv = start_receiver();
