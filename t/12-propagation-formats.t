@@ -313,6 +313,35 @@ sub check_case {
     }
 }
 
+# Configuration errors name the directive and the value.
+subtest 'configuration errors' => sub {
+    my @ngx = (
+        ['otel_propagation jaeger;', qr/invalid format "jaeger" in "otel_propagation": expected w3c, b3 or b3multi/],
+        ['otel_propagation b3 w3c B3;', qr/format "B3" given twice in "otel_propagation"/],
+        ["otel_propagation b3;\n    otel_propagation w3c;", qr/"otel_propagation" directive is duplicate/],
+        ['otel_propagation;', qr/invalid number of arguments in "otel_propagation"/],
+    );
+    for my $c (@ngx) {
+        my ($rc, $out) = nginx_t("server {\n    listen 127.0.0.1:%%PORT%%;\n    $c->[0]\n}\n");
+        isnt $rc, 0, "nginx -t fails: " . ($c->[0] =~ s/\n\s*/ /r);
+        like $out, $c->[1], 'and says why' or diag $out;
+    }
+    my ($rc, $out) = nginx_t("otel_propagation b3multi b3 w3c;\nserver {\n    listen 127.0.0.1:%%PORT%%;\n"
+        . "    location / { otel_propagation W3C; }\n}\n");
+    is $rc, 0, 'nginx -t: every format, any letter case, http and location level' or diag $out;
+
+    return if !-e apache_module_path();
+    for my $c (['OtelPropagation jaeger', qr/OtelPropagation: invalid format "jaeger": expected w3c, b3 or b3multi/],
+               ['OtelPropagation b3 b3', qr/OtelPropagation: format "b3" given twice/],
+               ['OtelPropagation', qr/OtelPropagation: expects one or more of w3c, b3 or b3multi/]) {
+        my ($arc, $aout) = apache_t("<Location />\n    $c->[0]\n</Location>\n");
+        isnt $arc, 0, "apache2 -t fails: $c->[0]";
+        like $aout, $c->[1], 'and says why' or diag $aout;
+    }
+    ($rc, $out) = apache_t("OtelPropagation b3multi b3 w3c\n<Location />\n    OtelPropagation W3C\n</Location>\n");
+    is $rc, 0, 'apache2 -t: server and section level' or diag $out;
+};
+
 subtest nginx => sub {
     my $ngx = start_nginx(receiver => $recv, conf => $NGX);
     run_server('nginx', $ngx);
