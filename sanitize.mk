@@ -74,12 +74,14 @@ sanitize-apache: $(SAN_AP_MODULE)
 sanitize: sanitize-nginx sanitize-apache
 
 # --- the run ------------------------------------------------------------------
-# nginx: propagation (10, 11), export failures (41, 43), profiling (60-62),
+# nginx and Apache: propagation formats (12); nginx: propagation (10, 11),
+# export failures (41, 43), profiling (60-62),
 # keep rules (66), the control API (69); Apache: tracing and propagation
 # (70), export and its failures (71), profiling (72), sampling expressions
 # (77), the control API (79). The test-only burn modules are
 # the normal build's (fixtures, not under test).
 SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
+                  t/12-propagation-formats.t \
                   t/41-export-failures.t t/43-shutdown-flush.t \
                   t/60-profiling-single.t t/61-profiling-concurrency.t \
                   t/62-profiling-lifecycle.t t/66-profiling-keep.t \

@@ -94,6 +94,8 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     }
     dc->context = add->context != SPANPROF_UNSET ? add->context
                                                  : base->context;
+    dc->propagation = add->propagation.n ? add->propagation
+                                         : base->propagation;
     dc->span_name = add->span_name ? add->span_name : base->span_name;
     /* A section with its own OtelSpanAttr lines replaces the inherited
      * ones (as nginx's otel_span_attr and add_header). */
@@ -795,6 +797,8 @@ static const command_rec  spanprof_cmds[] = {
         "On, Off (default) or an expression: export a span for the request"),
     AP_INIT_TAKE1("OtelTraceContext", spanprof_set_trace_context, NULL,
         SPANPROF_DIR, "extract, inject, propagate or ignore (default)"),
+    AP_INIT_RAW_ARGS("OtelPropagation", spanprof_set_propagation, NULL,
+        SPANPROF_DIR, "trace context formats: w3c (default), b3, b3multi"),
     AP_INIT_TAKE1("OtelSpanName", spanprof_set_span_name, NULL, SPANPROF_DIR,
         "the SERVER span's name, an ap_expr string"),
     AP_INIT_TAKE2("OtelSpanAttr", spanprof_set_span_attr, NULL, SPANPROF_DIR,
@@ -1034,12 +1038,12 @@ spanprof_post_read_request(request_rec *r)
     spanprof_conn(r->connection, 1)->active = ctx;
 
     /* When no <Location> can change them, the ids are known now (without
-     * an incoming traceparent they are new whatever the mode), and the
+     * an incoming trace header they are new whatever the mode), and the
      * thread is labelled from here on if the virtual host profiles;
      * sampling, the route and per-location profiling follow at
      * translate_name. */
     if (!spanprof_globals.section_context
-        || apr_table_get(r->headers_in, "traceparent") == NULL)
+        || !spanprof_has_incoming_context(r))
     {
         spanprof_resolve_ids(r, ctx);
         ctx->sampled = spanprof_traced(r, spanprof_dir_conf(r));

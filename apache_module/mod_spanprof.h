@@ -23,6 +23,7 @@
 #include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/trace/propagation.h"
 #include "common/profile/keep_rules.h"
 #include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
@@ -102,6 +103,8 @@ typedef struct {
     int                  trace;            /* SPANPROF_UNSET, 0, 1, _EXPR */
     ap_expr_info_t      *trace_expr;       /* SPANPROF_TRACE_EXPR */
     int                  context;          /* SPANPROF_UNSET, SPANPROF_CTX_* */
+    sp_propagation_t     propagation;      /* OtelPropagation; zero: unset
+                                              (w3c) */
     ap_expr_info_t      *span_name;        /* NULL: inherit / default */
     apr_array_header_t  *span_attrs;       /* NULL: inherit */
     int                  profiling;        /* SPANPROF_UNSET, 0, 1, _EXPR */
@@ -236,6 +239,9 @@ uint8_t spanprof_flags(spanprof_ctx_t *ctx);
 const uint8_t *spanprof_client_span_id(spanprof_ctx_t *ctx);
 const char *spanprof_traceparent(spanprof_ctx_t *ctx);
 void spanprof_inject(request_rec *r, spanprof_ctx_t *ctx);
+const char *spanprof_set_propagation(cmd_parms *cmd, void *conf,
+    const char *args);
+int spanprof_has_incoming_context(request_rec *r);
 void spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx);
 request_rec *spanprof_last(request_rec *r);
 

@@ -1,7 +1,9 @@
 /*
- * The trace context of a request: extracted from traceparent/tracestate,
- * or started anew, decided sampled or not, injected into the request
- * headers that mod_proxy passes to backends, and exported to the request
+ * The trace context of a request: extracted from the configured formats
+ * (OtelPropagation: W3C traceparent/tracestate, B3 single or multi
+ * header), or started anew, decided sampled or not, injected in every
+ * configured format into the request headers that mod_proxy passes to
+ * backends, and exported to the request
  * environment (OTEL_TRACE_ID, OTEL_SPAN_ID, OTEL_PARENT_ID,
  * OTEL_TRACEPARENT).
  */
@@ -17,6 +19,8 @@
 
 #include "mod_spanprof.h"
 #include "common/profile/record_pool.h"
+#include "common/trace/b3.h"
+#include "common/trace/propagation.h"
 #include "common/trace/traceparent.h"
 #include "common/trace/tracestate.h"
 
@@ -168,10 +172,12 @@ spanprof_join_header(void *data, const char *key, const char *value)
 
 /* Reads traceparent and tracestate as W3C Trace Context says: exactly one
  * valid traceparent, and the tracestate lines joined with ',' in order
- * (httpd itself joins repeated header lines with ", "). */
-static void
-spanprof_extract(request_rec *r, spanprof_ctx_t *ctx)
+ * (httpd itself joins repeated header lines with ", "). 1 when a context
+ * was found. */
+static int
+spanprof_extract_w3c(request_rec *r, spanprof_ctx_t *ctx)
 {
+    int               n;
     spanprof_scan_t   tp, ts;
     sp_traceparent_t  parsed;
 
@@ -183,7 +189,7 @@ spanprof_extract(request_rec *r, spanprof_ctx_t *ctx)
         || sp_traceparent_parse(tp.first, strlen(tp.first), &parsed) != 0)
     {
         /* No valid parent: the tracestate is not ours to keep either. */
-        return;
+        return 0;
     }
 
     memcpy(ctx->trace_id, parsed.trace_id, SP_TRACE_ID_LEN);
@@ -196,12 +202,137 @@ spanprof_extract(request_rec *r, spanprof_ctx_t *ctx)
     ts.pool = ctx->r->pool;
     apr_table_do(spanprof_join_header, &ts, r->headers_in, "tracestate",
                  NULL);
-    if (ts.joined == NULL || ts.joined[0] == '\0'
-        || sp_tracestate_validate(ts.joined, strlen(ts.joined)) != 0)
-    {
-        return;
+    if (ts.joined == NULL) {
+        return 1;
     }
-    ctx->tracestate = ts.joined;
+    /* Forwarded without its optional whitespace and empty members. */
+    n = sp_tracestate_normalize(ts.joined, strlen(ts.joined), ts.joined);
+    if (n > 0) {
+        ts.joined[n] = '\0';
+        ctx->tracestate = ts.joined;
+    }
+    return 1;
+}
+
+
+static int
+spanprof_use_b3(spanprof_ctx_t *ctx, const sp_b3_t *b3)
+{
+    /* A sampling decision alone ("b3: 0", deny) is a valid B3 value with
+     * no parent: the trace starts here. */
+    if (b3->has_ids) {
+        memcpy(ctx->trace_id, b3->trace_id, SP_TRACE_ID_LEN);
+        memcpy(ctx->parent_id, b3->span_id, SP_SPAN_ID_LEN);
+        ctx->parent_flags = sp_b3_sampled(b3) ? SP_TRACE_FLAG_SAMPLED : 0;
+        ctx->has_parent = 1;
+        ctx->random = 0;
+    }
+    return 1;
+}
+
+
+static const char *const  spanprof_b3_multi[] = {
+    "X-B3-TraceId", "X-B3-SpanId", "X-B3-ParentSpanId", "X-B3-Sampled",
+    "X-B3-Flags"
+};
+
+
+/* httpd joins repeated lines with ", ": such a value is invalid in every
+ * B3 header, as two contexts should be. */
+static int
+spanprof_extract_b3(request_rec *r, spanprof_ctx_t *ctx, int multi)
+{
+    int          i;
+    sp_b3_t      b3;
+    size_t       len[5];
+    const char  *v[5];
+
+    if (!multi) {
+        v[0] = apr_table_get(r->headers_in, "b3");
+        if (v[0] == NULL || sp_b3_parse_single(v[0], strlen(v[0]), &b3) != 0)
+        {
+            return 0;
+        }
+        return spanprof_use_b3(ctx, &b3);
+    }
+
+    for (i = 0; i < 5; i++) {
+        v[i] = apr_table_get(r->headers_in, spanprof_b3_multi[i]);
+        len[i] = v[i] ? strlen(v[i]) : 0;
+    }
+    if (sp_b3_parse_multi(v[0], len[0], v[1], len[1], v[2], len[2],
+                          v[3], len[3], v[4], len[4], &b3)
+        != 0)
+    {
+        return 0;
+    }
+    return spanprof_use_b3(ctx, &b3);
+}
+
+
+/* The first valid context among the section's formats, W3C first. */
+static void
+spanprof_extract(request_rec *r, spanprof_ctx_t *ctx,
+    const spanprof_dir_conf_t *dc)
+{
+    size_t            i, n;
+    sp_prop_format_t  order[SP_PROP_N];
+
+    n = sp_propagation_extract_order(&dc->propagation, order);
+
+    for (i = 0; i < n; i++) {
+        if ((order[i] == SP_PROP_W3C && spanprof_extract_w3c(r, ctx))
+            || (order[i] == SP_PROP_B3 && spanprof_extract_b3(r, ctx, 0))
+            || (order[i] == SP_PROP_B3MULTI && spanprof_extract_b3(r, ctx, 1)))
+        {
+            return;
+        }
+    }
+}
+
+
+/* Whether the request carries a trace header some format could read
+ * (before the sections' settings are known). */
+int
+spanprof_has_incoming_context(request_rec *r)
+{
+    return apr_table_get(r->headers_in, "traceparent") != NULL
+           || apr_table_get(r->headers_in, "b3") != NULL
+           || apr_table_get(r->headers_in, "X-B3-TraceId") != NULL;
+}
+
+
+const char *
+spanprof_set_propagation(cmd_parms *cmd, void *conf, const char *args)
+{
+    spanprof_dir_conf_t  *dc = conf;
+    sp_propagation_t      p;
+    const char           *w;
+    int                   rc;
+
+    memset(&p, 0, sizeof(p));
+    while (*(w = ap_getword_conf(cmd->temp_pool, &args)) != '\0') {
+        rc = sp_propagation_add(&p, w, strlen(w));
+        if (rc == -2) {
+            return apr_psprintf(cmd->pool, "%s: format \"%s\" given twice",
+                                cmd->cmd->name, w);
+        }
+        if (rc != 0) {
+            return apr_psprintf(cmd->pool, "%s: invalid format \"%s\": "
+                                "expected " SP_PROPAGATION_NAMES,
+                                cmd->cmd->name, w);
+        }
+    }
+    if (p.n == 0) {
+        return apr_psprintf(cmd->pool, "%s: expects one or more of "
+                            SP_PROPAGATION_NAMES, cmd->cmd->name);
+    }
+    dc->propagation = p;
+    /* In a section: known per request only after httpd's walks. */
+    if (cmd->path != NULL) {
+        spanprof_globals.section_context = 1;
+    }
+    return NULL;
 }
 
 
@@ -216,7 +347,7 @@ spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx)
     ctx->ids = 1;
 
     if (spanprof_extracts(spanprof_dir_conf(r)->context)) {
-        spanprof_extract(r, ctx);
+        spanprof_extract(r, ctx, spanprof_dir_conf(r));
     }
 
     if (!ctx->has_parent) {
@@ -303,18 +434,69 @@ spanprof_traceparent(spanprof_ctx_t *ctx)
 }
 
 
-/* inject and propagate: our traceparent replaces the client's; tracestate
- * travels only with the parent it belongs to (kept in propagate mode when
- * valid, removed otherwise). mod_proxy_http/ajp forward r->headers_in, and
- * mod_proxy_fcgi passes them as HTTP_* parameters. */
+/* Every header of every known trace format (uber-trace-id too): in
+ * inject and propagate modes they leave the request before the configured
+ * formats are written, so a backend never sees two contexts. */
+static const char *const  spanprof_trace_headers[] = {
+    "traceparent", "tracestate", "b3", "X-B3-TraceId", "X-B3-SpanId",
+    "X-B3-ParentSpanId", "X-B3-Sampled", "X-B3-Flags", "uber-trace-id",
+};
+
+
+/* inject and propagate: our context, in each format of OtelPropagation,
+ * replaces the client's; tracestate travels only with the W3C parent it
+ * belongs to (kept in propagate mode when valid, removed otherwise).
+ * mod_proxy_http/ajp forward r->headers_in, and mod_proxy_fcgi passes them
+ * as HTTP_* parameters. */
 void
 spanprof_inject(request_rec *r, spanprof_ctx_t *ctx)
 {
-    apr_table_setn(r->headers_in, "traceparent", spanprof_traceparent(ctx));
-    if (ctx->tracestate != NULL) {
-        apr_table_setn(r->headers_in, "tracestate", ctx->tracestate);
-    } else {
-        apr_table_unset(r->headers_in, "tracestate");
+    size_t                      i;
+    char                       *b;
+    const sp_propagation_t     *p;
+
+    p = &spanprof_dir_conf(r)->propagation;
+
+    for (i = 0; i < sizeof(spanprof_trace_headers)
+                    / sizeof(spanprof_trace_headers[0]); i++)
+    {
+        apr_table_unset(r->headers_in, spanprof_trace_headers[i]);
+    }
+
+    if (sp_propagation_has(p, SP_PROP_W3C)) {
+        apr_table_setn(r->headers_in, "traceparent",
+                       spanprof_traceparent(ctx));
+        if (ctx->tracestate != NULL) {
+            apr_table_setn(r->headers_in, "tracestate", ctx->tracestate);
+        }
+    }
+
+    if (!sp_propagation_has(p, SP_PROP_B3)
+        && !sp_propagation_has(p, SP_PROP_B3MULTI))
+    {
+        return;
+    }
+
+    /* "{trace}-{span}-{0|1}", and its three parts NUL-terminated. */
+    b = apr_palloc(ctx->r->pool, 2 * SP_B3_SINGLE_LEN + 3);
+    sp_b3_format_single(b, ctx->trace_id, spanprof_client_span_id(ctx),
+                        ctx->sampled);
+    b[SP_B3_SINGLE_LEN] = '\0';
+
+    if (sp_propagation_has(p, SP_PROP_B3)) {
+        apr_table_setn(r->headers_in, "b3", b);
+    }
+    if (sp_propagation_has(p, SP_PROP_B3MULTI)) {
+        memcpy(b + SP_B3_SINGLE_LEN + 1, b, SP_B3_SINGLE_LEN);
+        b += SP_B3_SINGLE_LEN + 1;
+        b[SP_B3_SINGLE_LEN] = '\0';
+        b[2 * SP_TRACE_ID_LEN] = '\0';
+        b[2 * SP_TRACE_ID_LEN + 1 + 2 * SP_SPAN_ID_LEN] = '\0';
+        apr_table_setn(r->headers_in, "X-B3-TraceId", b);
+        apr_table_setn(r->headers_in, "X-B3-SpanId",
+                       b + 2 * SP_TRACE_ID_LEN + 1);
+        apr_table_setn(r->headers_in, "X-B3-Sampled",
+                       b + SP_B3_SINGLE_LEN - 1);
     }
 }
 

@@ -207,6 +207,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       offsetof(ngx_http_spanprof_loc_conf_t, context),
       &ngx_http_spanprof_context_modes },
 
+    { ngx_string("otel_propagation"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_spanprof_propagation,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("otel_span_name"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_set_complex_value_slot,
@@ -630,6 +637,9 @@ ngx_http_spanprof_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_SPANPROF_TRACE_OFF);
     ngx_conf_merge_uint_value(conf->context, prev->context,
                               NGX_HTTP_SPANPROF_CTX_IGNORE);
+    if (conf->propagation.n == 0) {
+        conf->propagation = prev->propagation;   /* zero: w3c */
+    }
     if (conf->span_name == NULL) {
         conf->span_name = prev->span_name;
     }

@@ -22,6 +22,7 @@
 #include "common/profile/load_shedder.h"
 #include "common/trace/http_span.h"
 #include "common/trace/ids.h"
+#include "common/trace/propagation.h"
 #include "common/profile/keep_rules.h"
 #include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
@@ -111,6 +112,8 @@ typedef struct {
     ngx_uint_t                   trace;          /* NGX_HTTP_SPANPROF_TRACE_* */
     ngx_http_complex_value_t    *trace_var;
     ngx_uint_t                   context;        /* NGX_HTTP_SPANPROF_CTX_* */
+    sp_propagation_t             propagation;    /* otel_propagation; zero:
+                                                    unset (w3c) */
     ngx_http_complex_value_t    *span_name;
     ngx_array_t                 *span_attrs;     /* of ngx_http_spanprof_attr_t */
     ngx_uint_t                   profiling;      /* 0, 1, _PROFILING_VAR */
@@ -179,6 +182,8 @@ u_char *ngx_http_spanprof_traceparent(ngx_http_request_t *r,
 uint8_t ngx_http_spanprof_flags(ngx_http_spanprof_ctx_t *ctx);
 ngx_int_t ngx_http_spanprof_inject(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);
+char *ngx_http_spanprof_propagation(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 
 ngx_int_t ngx_http_spanprof_export(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);

@@ -18,7 +18,20 @@ sp_traceparent_parse(const char *s, size_t len, sp_traceparent_t *out)
 {
     sp_traceparent_t  tp;
 
-    if (s == NULL || len < SP_TRACEPARENT_LEN) {
+    if (s == NULL) {
+        return -1;
+    }
+
+    /* OWS (spaces and tabs) around the value is not part of it. */
+    while (len > 0 && (s[0] == ' ' || s[0] == '\t')) {
+        s++;
+        len--;
+    }
+    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) {
+        len--;
+    }
+
+    if (len < SP_TRACEPARENT_LEN) {
         return -1;
     }
 

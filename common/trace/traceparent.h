@@ -11,7 +11,8 @@
  * Higher versions (01..fe): the first four fields are parsed as for 00; more
  * data is allowed only after a '-' following the flags.
  * Invalid: version ff, uppercase or non-hex characters, wrong field lengths,
- * all-zero trace-id or parent-id, bad separators, any other length. */
+ * all-zero trace-id or parent-id, bad separators, any other length.
+ * Spaces and tabs before and after the value (HTTP's OWS) are ignored. */
 
 #define SP_TRACEPARENT_LEN     55
 #define SP_TRACE_FLAG_SAMPLED  0x01

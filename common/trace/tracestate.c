@@ -2,26 +2,20 @@
  *
  *   list        = list-member 0*31( OWS "," OWS list-member )
  *   list-member = (key "=" value) / OWS
+ *   key         = ( lcalpha / DIGIT ) 0*255 ( keychar )
+ *   keychar     = lcalpha / DIGIT / "_" / "-" / "*" / "/" / "@"
  *
- * OWS is only allowed next to a ',' (or as a whole empty member), exactly as
- * the ABNF says, so a trailing space after the last value is part of that
- * value and makes it invalid. HTTP parsers strip the ends of field values
- * anyway, so this only matters for odd input. */
+ * "Spaces and horizontal tabs surrounding list-members are ignored", and a
+ * value's trailing spaces are optional whitespace, not part of it: each
+ * member is trimmed at both ends. */
 
 #include <stddef.h>
 #include <string.h>
 
 #include "common/trace/tracestate.h"
 
-#define TS_SIMPLE_KEY_MAX  256
-#define TS_TENANT_MAX      241
-#define TS_SYSTEM_MAX      14
-#define TS_VALUE_MAX       256
-
-typedef struct {
-    const char  *p;
-    size_t       len;
-} ts_key_t;
+#define TS_KEY_MAX    256
+#define TS_VALUE_MAX  256
 
 
 static int
@@ -45,25 +39,22 @@ is_digit(char c)
 }
 
 
-/* lcalpha / DIGIT / "_" / "-" / "*" / "/" */
 static int
 is_keychar(char c)
 {
     return is_lcalpha(c) || is_digit(c)
-           || c == '_' || c == '-' || c == '*' || c == '/';
+           || c == '_' || c == '-' || c == '*' || c == '/' || c == '@';
 }
 
 
 static int
-key_part_valid(const char *p, size_t len, size_t max, int digit_first)
+key_valid(const char *p, size_t len)
 {
     size_t  i;
 
-    if (len == 0 || len > max) {
-        return 0;
-    }
-
-    if (!is_lcalpha(p[0]) && !(digit_first && is_digit(p[0]))) {
+    if (len == 0 || len > TS_KEY_MAX
+        || !(is_lcalpha(p[0]) || is_digit(p[0])))
+    {
         return 0;
     }
 
@@ -74,27 +65,6 @@ key_part_valid(const char *p, size_t len, size_t max, int digit_first)
     }
 
     return 1;
-}
-
-
-static int
-key_valid(const char *p, size_t len)
-{
-    const char  *at;
-    size_t       tenant_len;
-
-    at = memchr(p, '@', len);
-
-    if (at == NULL) {
-        return key_part_valid(p, len, TS_SIMPLE_KEY_MAX, 0);
-    }
-
-    /* multi-tenant-key = tenant-id "@" system-id; a second '@' fails the
-     * system-id check. */
-    tenant_len = (size_t) (at - p);
-
-    return key_part_valid(p, tenant_len, TS_TENANT_MAX, 1)
-           && key_part_valid(at + 1, len - tenant_len - 1, TS_SYSTEM_MAX, 0);
 }
 
 
@@ -123,11 +93,10 @@ value_valid(const char *p, size_t len)
 
 
 int
-sp_tracestate_validate(const char *s, size_t len)
+sp_tracestate_normalize(const char *s, size_t len, char *out)
 {
-    size_t       i, n, start, end, b, e;
+    size_t       n, start, end, b, e, o;
     const char  *eq;
-    ts_key_t     keys[SP_TRACESTATE_MAX_MEMBERS];
 
     if (len == 0) {
         return 0;
@@ -138,6 +107,7 @@ sp_tracestate_validate(const char *s, size_t len)
     }
 
     n = 0;
+    o = 0;
     start = 0;
 
     for ( ;; ) {
@@ -146,55 +116,34 @@ sp_tracestate_validate(const char *s, size_t len)
             end++;
         }
 
-        /* OWS is allowed after a preceding ',' and before a following one. */
         b = start;
         e = end;
-
-        if (start > 0) {
-            while (b < e && is_ows(s[b])) {
-                b++;
-            }
+        while (b < e && is_ows(s[b])) {
+            b++;
+        }
+        while (e > b && is_ows(s[e - 1])) {
+            e--;
         }
 
-        if (end < len) {
-            while (e > b && is_ows(s[e - 1])) {
-                e--;
-            }
-        }
-
-        /* An empty or whitespace-only member: the check also covers the
-         * first and last member, where trimming above did not apply. */
-        for (i = b; i < e && is_ows(s[i]); i++) {
-            /* void */
-        }
-
-        if (i < e) {
+        if (b < e) {
             if (n == SP_TRACESTATE_MAX_MEMBERS) {
                 return -1;
             }
 
             eq = memchr(s + b, '=', e - b);
-            if (eq == NULL) {
-                return -1;
-            }
-
-            keys[n].p = s + b;
-            keys[n].len = (size_t) (eq - (s + b));
-
-            if (!key_valid(keys[n].p, keys[n].len)
+            if (eq == NULL
+                || !key_valid(s + b, (size_t) (eq - (s + b)))
                 || !value_valid(eq + 1, (size_t) ((s + e) - (eq + 1))))
             {
                 return -1;
             }
 
-            for (i = 0; i < n; i++) {
-                if (keys[i].len == keys[n].len
-                    && memcmp(keys[i].p, keys[n].p, keys[n].len) == 0)
-                {
-                    return -1;
-                }
+            /* o <= b: writing forward never overtakes the reading. */
+            if (o > 0) {
+                out[o++] = ',';
             }
-
+            memmove(out + o, s + b, e - b);
+            o += e - b;
             n++;
         }
 
@@ -205,5 +154,18 @@ sp_tracestate_validate(const char *s, size_t len)
         start = end + 1;
     }
 
-    return 0;
+    return (int) o;
+}
+
+
+int
+sp_tracestate_validate(const char *s, size_t len)
+{
+    char  buf[SP_TRACESTATE_MAX_LEN];
+
+    if (len > SP_TRACESTATE_MAX_LEN) {
+        return -1;
+    }
+
+    return sp_tracestate_normalize(s, len, buf) < 0 ? -1 : 0;
 }

@@ -60,8 +60,19 @@ static const tp_case_t cases[] = {
     /* lengths */
     { "00-" TRACE "-" PARENT "-0", -1, 0, 0, "54 chars" },
     { "00-" TRACE "-" PARENT "-011", -1, 0, 0, "56 chars" },
-    { "00-" TRACE "-" PARENT "-01 ", -1, 0, 0, "trailing space" },
-    { " 00-" TRACE "-" PARENT "-01", -1, 0, 0, "leading space" },
+    /* Changed with the Level 2 text: OWS (SP, HTAB) before and after the
+     * value is not part of it, so these are valid now (they were pinned
+     * invalid before). Whitespace inside the value still is not. */
+    { "00-" TRACE "-" PARENT "-01 ", 0, 0x00, 0x01, "OWS: trailing space" },
+    { " 00-" TRACE "-" PARENT "-01", 0, 0x00, 0x01, "OWS: leading space" },
+    { "\t 00-" TRACE "-" PARENT "-01 \t", 0, 0x00, 0x01,
+      "OWS: spaces and tabs at both ends" },
+    { "  01-" TRACE "-" PARENT "-01-x  ", 0, 0x01, 0x01,
+      "OWS around a higher version with a suffix" },
+    { "00 -" TRACE "-" PARENT "-01", -1, 0, 0, "space inside the value" },
+    { "00-" TRACE "-" PARENT "-0 1", -1, 0, 0, "space inside the flags" },
+    { "00-" TRACE "-" PARENT "-01\r", -1, 0, 0, "CR after the value" },
+    { " \t ", -1, 0, 0, "only OWS" },
     { "00-4bf92f3577b34da6a3ce929d0e0e473-" PARENT "-01", -1, 0, 0,
       "short trace-id (31)" },
     { "00-4bf92f3577b34da6a3ce929d0e0e473-" PARENT "-01a", -1, 0, 0,
