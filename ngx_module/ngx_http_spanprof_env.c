@@ -28,9 +28,10 @@ ngx_http_spanprof_getenv(void *ud, const char *name)
     ngx_uint_t        i;
     ngx_core_conf_t  *ccf = ud;
 
+    /* nginx keeps "NAME=value" with len the name's (ngx_set_env). */
     var = ccf->env.elts;
     for (i = 0; i < ccf->env.nelts; i++) {
-        if (var[i].len > len && var[i].data[len] == '='
+        if (var[i].len == len && var[i].data[len] == '='
             && ngx_strncmp(var[i].data, name, len) == 0)
         {
             return (const char *) var[i].data + len + 1;  /* NUL-ended */
@@ -249,6 +250,14 @@ ngx_http_spanprof_env_conf(ngx_conf_t *cf, ngx_http_spanprof_main_conf_t *mcf)
     char             err[256], *rv = NGX_CONF_ERROR;
     sp_otel_env_t    env;
     ngx_core_conf_t  *ccf;
+
+    if (ngx_process == NGX_PROCESS_SIGNALLER) {
+        /* "nginx -s reload" parses the configuration only for the pid
+         * file, maybe in a shell without the variables: the master checks
+         * them, in its own environment, when it reloads. */
+        mcf->exporter_set = 1;
+        return NGX_CONF_OK;
+    }
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
                                            ngx_core_module);
