@@ -29,6 +29,7 @@
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
 #include "common/control/control_tick.h"
+#include "common/export/endpoint.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -204,19 +205,25 @@ spanprof_parse_int(cmd_parms *cmd, const char *arg, int min, int max,
 static const char *
 spanprof_set_endpoint(cmd_parms *cmd, void *dummy, const char *arg)
 {
-    const char  *why;
-    char         masked[512];
+    const char           *why;
+    char                  masked[512], *url;
+    size_t                len = strlen(arg) + SP_ENDPOINT_EXTRA;
+    spanprof_srv_conf_t  *sc;
 
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
     }
-    why = sp_exporter_endpoint_error(arg);
-    if (why != NULL) {
+    /* nginx-otel's forms: a bare host:port becomes http://host:port. */
+    url = apr_palloc(cmd->pool, len);
+    if (sp_endpoint_normalize(arg, 1, url, len, &why) != 0) {
         return apr_psprintf(cmd->pool, "%s: invalid endpoint \"%s\": %s",
                             cmd->cmd->name,
                             sp_url_mask(arg, masked, sizeof(masked)), why);
     }
-    spanprof_srv(cmd)->endpoint = arg;
+    sc = spanprof_srv(cmd);
+    sc->endpoint = url;
+    sc->endpoint_file = cmd->directive->filename;
+    sc->endpoint_line = cmd->directive->line_num;
     return NULL;
 }
 
@@ -980,17 +987,28 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     }
     spanprof_mark_active(s);
 
-    if (spanprof_globals.trace_line && sc->endpoint == NULL) {
+    /* OTEL_* variables fill what the directives left unset. */
+    if ((spanprof_globals.used || sc->endpoint != NULL)
+        && spanprof_env_conf(pconf, sc) != OK)
+    {
+        return !OK;
+    }
+
+    if (spanprof_globals.trace_line && sc->endpoint == NULL
+        && sc->traces_url == NULL)
+    {
         ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
                      "spanprof: OtelTrace %s in %s:%d but no "
-                     "OtelExporterEndpoint is configured",
+                     "OtelExporterEndpoint is configured and neither "
+                     "OTEL_EXPORTER_OTLP_ENDPOINT nor "
+                     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set",
                      spanprof_globals.trace_arg, spanprof_globals.trace_file,
                      spanprof_globals.trace_line);
         return !OK;
     }
 
     if (spanprof_globals.profiling_used && sc->endpoint == NULL
-        && sc->pyroscope == NULL)
+        && sc->traces_url == NULL && sc->pyroscope == NULL)
     {
         ap_log_error(APLOG_MARK, APLOG_STARTUP | APLOG_EMERG, 0, NULL,
                      "spanprof: OtelProfiling is On but neither "
@@ -1275,7 +1293,7 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
 
     sc = ap_get_module_config(s->module_config, &spanprof_module);
     if (!spanprof_globals.used
-        || (sc->endpoint == NULL
+        || (sc->endpoint == NULL && sc->traces_url == NULL
             && !(spanprof_globals.profiling_used && sc->pyroscope != NULL)))
     {
         return;
@@ -1322,8 +1340,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.trusted_certificate = sc->trusted_certificate;
     ec.trusted_certificate_pem = sc->trusted_certificate_pem;
     ec.trusted_certificate_len = sc->trusted_certificate_len;
+    ec.traces_url = sc->traces_url;
     ec.protocol = sc->protocol == SPANPROF_UNSET
-                  ? SP_EXPORT_HTTP_PROTOBUF
+                  ? SP_EXPORT_GRPC      /* as nginx-otel exports */
                   : (sp_export_protocol_t) sc->protocol;
     ec.gzip = sc->compression == 1;
     ec.interval_ms = sc->interval_ms != SPANPROF_UNSET ? sc->interval_ms
@@ -1378,7 +1397,7 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
                      "spanprof: exporter not started: %s", err);
         return;
     }
-    spanprof_export_spans = sc->endpoint != NULL;
+    spanprof_export_spans = sc->endpoint != NULL || sc->traces_url != NULL;
 
     apr_pool_cleanup_register(p, NULL, spanprof_child_exit,
                               apr_pool_cleanup_null);

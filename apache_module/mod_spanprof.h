@@ -54,7 +54,10 @@
 /* Process-wide settings: only in the main server configuration (the
  * exporter and the sampler are one per child process). */
 typedef struct {
-    const char          *endpoint;
+    const char          *endpoint;         /* normalized URL */
+    const char          *endpoint_file;    /* where OtelExporterEndpoint is */
+    int                  endpoint_line;
+    const char          *traces_url;       /* OTEL_..._TRACES_ENDPOINT */
     apr_array_header_t  *headers;          /* of char * "Name: value" */
     const char          *trusted_certificate;      /* full path */
     const char          *trusted_certificate_pem;  /* its bytes */
@@ -244,6 +247,10 @@ const char *spanprof_set_propagation(cmd_parms *cmd, void *conf,
 int spanprof_has_incoming_context(request_rec *r);
 void spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx);
 request_rec *spanprof_last(request_rec *r);
+
+/* spanprof_env.c: OTEL_* variables as defaults of what the directives
+ * left unset (the parent, at check_config); OK, or !OK logged. */
+int spanprof_env_conf(apr_pool_t *p, spanprof_srv_conf_t *sc);
 
 /* spanprof_expr.c */
 void spanprof_register_expr_hooks(void);

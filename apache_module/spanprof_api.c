@@ -135,7 +135,7 @@ static int
 spanprof_api_handler(request_rec *r)
 {
     int                         rc, write;
-    char                        ep[1024], py[1024];
+    char                        ep[1024], py[1024], tu[1024];
     char                        body[SP_CONTROL_BODY_MAX + 1];
     size_t                      len = 0;
     const spanprof_dir_conf_t  *dc;
@@ -169,6 +169,12 @@ spanprof_api_handler(request_rec *r)
     info.server = "apache";
     info.endpoint = sc->endpoint != NULL
                     ? sp_api_public_url(sc->endpoint, ep, sizeof(ep)) : NULL;
+    info.traces_url = sc->traces_url != NULL
+                      ? sp_api_public_url(sc->traces_url, tu, sizeof(tu))
+                      : NULL;
+    info.protocol = sp_export_protocol_name(
+                        sc->protocol == SPANPROF_UNSET
+                        ? SP_EXPORT_GRPC : (sp_export_protocol_t) sc->protocol);
     info.pyroscope = sc->pyroscope != NULL
                      ? sp_api_public_url(sc->pyroscope, py, sizeof(py))
                      : NULL;

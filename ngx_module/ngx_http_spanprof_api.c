@@ -249,7 +249,7 @@ ngx_http_spanprof_api_respond(ngx_http_request_t *r, const char *body,
     size_t len)
 {
     char                           *method;
-    char                            ep[1024], py[1024];
+    char                            ep[1024], py[1024], tu[1024];
     ngx_int_t                       rc;
     ngx_buf_t                      *b;
     ngx_chain_t                     out;
@@ -272,6 +272,12 @@ ngx_http_spanprof_api_respond(ngx_http_request_t *r, const char *body,
                     ? sp_api_public_url((char *) mcf->endpoint.data, ep,
                                         sizeof(ep))
                     : NULL;
+    info.traces_url = mcf->traces_url.len
+                      ? sp_api_public_url((char *) mcf->traces_url.data, tu,
+                                          sizeof(tu))
+                      : NULL;
+    info.protocol = sp_export_protocol_name(
+                        (sp_export_protocol_t) mcf->protocol);
     info.pyroscope = mcf->pyroscope.len
                      ? sp_api_public_url((char *) mcf->pyroscope.data, py,
                                          sizeof(py))

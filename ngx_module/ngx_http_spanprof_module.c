@@ -11,6 +11,7 @@
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
 #include "common/control/control_tick.h"
+#include "common/export/endpoint.h"
 #include "common/export/http_client.h"
 #include "common/profile/process_context.h"
 #include "common/profile/profile_truncate.h"
@@ -522,8 +523,15 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(mcf->interval, 5000);
     ngx_conf_init_uint_value(mcf->batch_size, 512);
     ngx_conf_init_uint_value(mcf->batch_count, 4);
+    /* OTEL_* variables fill what the directives left unset (and may give
+     * an exporter without a block); then the defaults. */
+    if ((mcf->used || mcf->exporter_set)
+        && ngx_http_spanprof_env_conf(cf, mcf) != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
     ngx_conf_init_uint_value(mcf->compression, 0);
-    ngx_conf_init_uint_value(mcf->protocol, SP_EXPORT_HTTP_PROTOBUF);
+    ngx_conf_init_uint_value(mcf->protocol, SP_EXPORT_GRPC);
     ngx_conf_init_msec_value(mcf->timeout, 10000);
     ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
@@ -691,6 +699,8 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
         return "is duplicate";
     }
     mcf->exporter_set = 1;
+    mcf->exporter_file = cf->conf_file->file.name;
+    mcf->exporter_line = cf->conf_file->line;
 
     save = *cf;
     cf->handler = ngx_http_spanprof_exporter_directive;
@@ -704,19 +714,11 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
         return rv;
     }
 
-    /* Reported at the block's closing brace, under the block's name. */
-    if (mcf->endpoint.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"otel_exporter\" requires \"endpoint\"");
-        return NGX_CONF_ERROR;
-    }
-
+    /* No endpoint, protocol, compression or timeout yet: OTEL_* variables
+     * may give them (ngx_http_spanprof_env_conf, at the end of http). */
     ngx_conf_init_msec_value(mcf->interval, 5000);
     ngx_conf_init_uint_value(mcf->batch_size, 512);
     ngx_conf_init_uint_value(mcf->batch_count, 4);
-    ngx_conf_init_uint_value(mcf->compression, 0);
-    ngx_conf_init_uint_value(mcf->protocol, SP_EXPORT_HTTP_PROTOBUF);
-    ngx_conf_init_msec_value(mcf->timeout, 10000);
     ngx_conf_init_msec_value(mcf->connect_timeout, 2000);
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
 
@@ -728,7 +730,9 @@ ngx_http_spanprof_exporter_block(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_strncmp(mcf->endpoint.data, "file://", 7) == 0) {
+    if (mcf->endpoint.len
+        && ngx_strncmp(mcf->endpoint.data, "file://", 7) == 0)
+    {
         return ngx_http_spanprof_files_conf(cf, mcf);
     }
 
@@ -832,6 +836,8 @@ ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_spanprof_main_conf_t *mcf = conf;
 
+    u_char      *url;
+    size_t       len;
     ngx_str_t   *value;
     const char  *why;
     char         masked[512];
@@ -842,9 +848,16 @@ ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     value = cf->args->elts;
 
-    /* NUL-terminated for common/ (nginx's argument strings are). */
-    why = sp_exporter_endpoint_error((const char *) value[1].data);
-    if (why != NULL) {
+    /* nginx-otel's forms: a bare host:port becomes http://host:port.
+     * NUL-terminated for common/ (nginx's argument strings are). */
+    len = value[1].len + SP_ENDPOINT_EXTRA;
+    url = ngx_pnalloc(cf->pool, len);
+    if (url == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    if (sp_endpoint_normalize((const char *) value[1].data, 1, (char *) url,
+                              len, &why) != 0)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid endpoint \"%s\": %s",
                            sp_url_mask((const char *) value[1].data, masked,
@@ -852,7 +865,8 @@ ngx_http_spanprof_endpoint(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    mcf->endpoint = value[1];
+    mcf->endpoint.data = url;
+    mcf->endpoint.len = ngx_strlen(url);
     return NGX_CONF_OK;
 }
 
@@ -1321,7 +1335,9 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
     if (mcf->trace_line && !mcf->exporter_set) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "\"otel_trace\" is enabled in %V:%ui but no "
-                      "\"otel_exporter\" is configured",
+                      "\"otel_exporter\" is configured and neither "
+                      "OTEL_EXPORTER_OTLP_ENDPOINT nor "
+                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set",
                       &mcf->trace_file, mcf->trace_line);
         return NGX_ERROR;
     }
@@ -1473,6 +1489,8 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
         mcf->trusted_certificate_pem.len
         ? (const char *) mcf->trusted_certificate_pem.data : NULL;
     ec.trusted_certificate_len = mcf->trusted_certificate_pem.len;
+    ec.traces_url = mcf->traces_url.len ? (const char *) mcf->traces_url.data
+                                        : NULL;
     ec.protocol = (sp_export_protocol_t) mcf->protocol;
     ec.gzip = (int) mcf->compression;
     ec.interval_ms = mcf->interval;
@@ -1520,7 +1538,8 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
                       "spanprof: exporter not started: %s", err);
         return NGX_OK;
     }
-    ngx_http_spanprof_export_spans = mcf->endpoint.len != 0;
+    ngx_http_spanprof_export_spans = mcf->endpoint.len != 0
+                                     || mcf->traces_url.len != 0;
 
     if (mcf->profiling_used) {
         if (ngx_http_spanprof_profiling_start(cycle, mcf) != NGX_OK) {

@@ -58,7 +58,10 @@ typedef struct {
 typedef struct {
     /* otel_exporter { ... } */
     ngx_flag_t                   exporter_set;
-    ngx_str_t                    endpoint;
+    ngx_str_t                    exporter_file;  /* where the block is */
+    ngx_uint_t                   exporter_line;
+    ngx_str_t                    endpoint;       /* normalized URL */
+    ngx_str_t                    traces_url;     /* OTEL_..._TRACES_ENDPOINT */
     ngx_msec_t                   interval;
     ngx_uint_t                   batch_size;
     ngx_uint_t                   batch_count;
@@ -209,6 +212,11 @@ char *ngx_http_spanprof_files_conf(ngx_conf_t *cf,
 ngx_int_t ngx_http_spanprof_files_init_module(ngx_cycle_t *cycle);
 void ngx_http_spanprof_files_worker(ngx_http_spanprof_main_conf_t *mcf,
     sp_exporter_conf_t *ec, sp_file_output_fds_t *files);
+
+/* OTEL_* variables as defaults of what the directives left unset, and
+ * the exporter's last checks (ngx_http_spanprof_env.c). */
+char *ngx_http_spanprof_env_conf(ngx_conf_t *cf,
+    ngx_http_spanprof_main_conf_t *mcf);
 
 char *ngx_http_spanprof_api(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 void ngx_http_spanprof_api_init_process(ngx_http_spanprof_main_conf_t *mcf);

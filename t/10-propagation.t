@@ -13,7 +13,7 @@ need_module();
 
 my $recv = start_receiver();
 my $ngx  = start_nginx(receiver => $recv, conf => <<'EOF');
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 otel_service_name propagation-test;
 
 server {

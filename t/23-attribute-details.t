@@ -14,7 +14,7 @@ need_module();
 my $dead = dead_port();
 my $recv = start_receiver();
 my $conf = <<'EOF2';
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 
 server {
     listen 127.0.0.1:%%PORT%%;

@@ -15,7 +15,7 @@ need_module();
 my $dead = dead_port();    # nothing listens there
 my $recv = start_receiver();
 my $conf = <<'EOF';
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 
 upstream retry_u {
     server 127.0.0.1:%%DEAD%%;

@@ -24,7 +24,7 @@ subtest 'headers, batches, no compression' => sub {
     my $recv = start_receiver();
     my $ngx  = start_nginx(receiver => $recv, conf => <<'EOF');
 otel_exporter {
-    endpoint %%RECEIVER%%;
+    endpoint %%RECEIVER%%; protocol http/protobuf;
     interval 100ms;
     batch_size 5;
     header X-Token abc;
@@ -78,7 +78,7 @@ subtest 'gzip, base path, default service name' => sub {
     my $recv = start_receiver();
     my $ngx  = start_nginx(receiver => $recv, conf => <<'EOF');
 otel_exporter {
-    endpoint %%RECEIVER%%/otlp;
+    endpoint %%RECEIVER%%/otlp; protocol http/protobuf;
     interval 100ms;
     compression gzip;
     header X-Token abc;
@@ -114,7 +114,7 @@ subtest 'the worker keeps a single thread while exporting' => sub {
     my $ngx  = start_nginx(receiver => $recv, burn => 1,
         main => 'error_log %%PREFIX%%/debug.log debug;', conf => <<'EOF');
 otel_exporter {
-    endpoint %%RECEIVER%%;
+    endpoint %%RECEIVER%%; protocol http/protobuf;
     interval 100ms;
     batch_size 3;
 }

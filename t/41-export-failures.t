@@ -16,7 +16,7 @@ need_module();
 
 my $CONF = <<'EOF';
 otel_exporter {
-    endpoint %%RECEIVER%%;
+    endpoint %%RECEIVER%%; protocol http/protobuf;
     interval 100ms;
     %%EXTRA%%
 }

@@ -12,7 +12,7 @@ use SpanProf::Test;
 need_module();
 
 my $CONF = <<'EOF';
-otel_exporter { endpoint %%RECEIVER%%; %%EXPORTER%% }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; %%EXPORTER%% }
 server {
     listen 127.0.0.1:%%PORT%%;
     otel_trace on;

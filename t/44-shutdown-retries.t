@@ -24,7 +24,7 @@ sub run_quit {
     my $recv = start_receiver(default => $o{answer});
     my $ngx  = start_nginx(receiver => $recv, conf => <<"EOF");
 otel_exporter {
-    endpoint %%RECEIVER%%;
+    endpoint %%RECEIVER%%; protocol http/protobuf;
     interval 60s;
     batch_size 4;
     batch_count 32;

@@ -115,7 +115,7 @@ for my $case (['right CA', 'ca.pem'], ['another CA', 'other-ca.pem']) {
         my $url = 'https://127.0.0.1:' . $recv->port;
         my $ngx = start_nginx(conf => <<"CONF");
 otel_exporter {
-    endpoint $url;
+    endpoint $url; protocol http/protobuf;
     trusted_certificate $private/$ca;
     interval 100ms;
     timeout 2s;
@@ -150,6 +150,7 @@ for my $case (['right CA', 'ca.pem'], ['another CA', 'other-ca.pem']) {
         my $url = 'https://127.0.0.1:' . $recv->port;
         my $ap = start_apache(mpm => 'event', conf => <<"CONF");
 OtelExporterEndpoint $url
+OtelExporterProtocol http/protobuf
 OtelExporterTrustedCertificate $private/$ca
 OtelExporterInterval 0.1
 OtelExporterTimeout 2

@@ -23,7 +23,7 @@ EOF
 my @bad = (
     ['otel_trace_context bogus', <<"EOF", qr/otel_trace_context bogus/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
 }
 server {
     listen 127.0.0.1:%%PORT%%;
@@ -37,14 +37,14 @@ EOF
     ['endpoint ftp://x', <<"EOF", qr/endpoint ftp:/],
 otel_exporter {
     interval 1s;
-    endpoint ftp://x;
+    endpoint ftp://x; protocol http/protobuf;
     batch_size 10;
 }
 $SERVER
 EOF
     ['batch_size -1', <<"EOF", qr/batch_size -1/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
     batch_size -1;
     interval 1s;
 }
@@ -52,14 +52,14 @@ $SERVER
 EOF
     ['interval abc', <<"EOF", qr/interval abc/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
     interval abc;
 }
 $SERVER
 EOF
     ['compression brotli', <<"EOF", qr/compression brotli/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
     compression brotli;
 }
 $SERVER
@@ -73,7 +73,7 @@ $SERVER
 EOF
     ['otel_span_attr with one argument', <<"EOF", qr/otel_span_attr only_a_name/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
 }
 server {
     listen 127.0.0.1:%%PORT%%;
@@ -85,7 +85,7 @@ server {
 EOF
     ['batch_size x batch_count over 65536', <<"EOF", qr/\} # end of otel_exporter/],
 otel_exporter {
-    endpoint http://127.0.0.1:4318;
+    endpoint http://127.0.0.1:4318; protocol http/protobuf;
     batch_size 65536;
     batch_count 2;
 } # end of otel_exporter
@@ -93,24 +93,57 @@ $SERVER
 EOF
     ['too many otel_resource_attr', join('', map { "otel_resource_attr a$_ v;\n" } 1 .. 48)
         . "otel_resource_attr a49 v;\n" . <<"EOF", qr/otel_resource_attr a49 v/],
-otel_exporter { endpoint http://127.0.0.1:4318; }
+otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; }
 $SERVER
 EOF
-    ['otel_exporter without endpoint', <<"EOF", qr/otel_exporter \{ interval 1s; \}/],
+    # nginx-otel's endpoint forms are accepted (below); garbage is not.
+    ['endpoint host without a port', <<"EOF", qr/endpoint localhost;/, qr/invalid endpoint "localhost": has no port/],
+otel_exporter {
+    endpoint localhost;
+}
+$SERVER
+EOF
+    ['endpoint garbage', <<"EOF", qr/endpoint "not/, qr/invalid endpoint "not an endpoint": must be host:port, http:/],
+otel_exporter {
+    interval 1s;
+    endpoint "not an endpoint";
+}
+$SERVER
+EOF
+    ['endpoint bare with a path', <<"EOF", qr/endpoint 127/, qr/invalid endpoint "127.0.0.1:4317\/x": has an invalid port/],
+otel_exporter { endpoint 127.0.0.1:4317/x; }
+$SERVER
+EOF
+    # The default protocol is grpc (as nginx-otel's): a path, most likely
+    # an OTLP/HTTP base, is refused until the protocol is named.
+    ['endpoint with a path under the default grpc', <<"EOF", qr/otel_exporter \{/,
+otel_exporter {
+    endpoint http://127.0.0.1:4318/base;
+}
+$SERVER
+EOF
+        qr{"endpoint" "http://127.0.0.1:4318/base" in "otel_exporter" in \S+ has a path, which OTLP/gRPC \(the default protocol\) does not use: remove it, or add "protocol http/protobuf;"}],
+    ['endpoint with a path under protocol grpc', <<"EOF", qr/otel_exporter \{/, qr/has a path, which OTLP\/gRPC/],
+otel_exporter { protocol grpc; endpoint https://127.0.0.1:4318/v1/traces; }
+$SERVER
+EOF
+    ['otel_exporter without endpoint', <<"EOF", qr/otel_exporter \{ interval 1s; \}/,
 otel_service_name svc;
 otel_exporter { interval 1s; }
 $SERVER
 EOF
+        qr/"otel_exporter" in \S+ has no "endpoint" and neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set/],
 );
 
 for my $c (@bad) {
-    my ($name, $conf, $re) = @$c;
+    my ($name, $conf, $re, $why) = @$c;
     subtest $name => sub {
         my ($rc, $out, $path, $text) = nginx_t($conf);
         isnt $rc, 0, 'nginx -t fails';
         my $line = conf_line($text, $re);
         ok $line, "the bad directive is on line $line";
         like $out, qr/\Q$path\E:$line\b/, "error points to nginx.conf:$line" or diag $out;
+        like $out, $why, 'and says why' if $why;
         unlike $out, qr/test is successful/, 'not successful';
     };
 }
@@ -134,7 +167,7 @@ for my $c (@bad) {
         subtest "trusted_certificate $name" => sub {
             my ($rc, $out, $conf, $text) = nginx_t(<<"CONF");
 otel_exporter {
-    endpoint https://127.0.0.1:4318;
+    endpoint https://127.0.0.1:4318; protocol http/protobuf;
     trusted_certificate $path;
 }
 $SERVER
@@ -147,7 +180,7 @@ CONF
     }
     subtest 'trusted_certificate relative to the configuration' => sub {
         my ($rc, $out, $conf) = nginx_t(<<"CONF");
-otel_exporter { endpoint https://127.0.0.1:4318; trusted_certificate rel-ca.pem; }
+otel_exporter { endpoint https://127.0.0.1:4318; protocol http/protobuf; trusted_certificate rel-ca.pem; }
 $SERVER
 CONF
         my ($dir) = $conf =~ m{^(.*)/};
@@ -159,7 +192,7 @@ CONF
         my $pem = test_ca_pem();
         my ($rc, $out) = nginx_t(<<"CONF");
 otel_exporter {
-    endpoint https://127.0.0.1:4318;
+    endpoint https://127.0.0.1:4318; protocol http/protobuf;
     trusted_certificate $pem;
     trusted_certificate $pem;
 }
@@ -182,7 +215,7 @@ my $ca = test_ca_pem();
 my @good = (
     ['every directive', <<"EOF"],
 otel_exporter {
-    endpoint https://127.0.0.1:4318;
+    endpoint https://127.0.0.1:4318; protocol http/protobuf;
     interval 5s;
     batch_size 100;
     batch_count 4;
@@ -215,9 +248,13 @@ otel_exporter { endpoint file://%%PREFIX%%; compression none; }
 $SERVER
 EOF
     ['endpoint http with a base path', <<"EOF"],
-otel_exporter { endpoint http://127.0.0.1:4318/base; }
+otel_exporter { endpoint http://127.0.0.1:4318/base; protocol http/protobuf; }
 $SERVER
 EOF
+    # nginx-otel's forms: a bare host:port is plaintext OTLP/gRPC.
+    (map { ["nginx-otel endpoint $_", "otel_exporter { endpoint $_; }\n$SERVER"] }
+        '127.0.0.1:4317', 'localhost:4317', '[::1]:4317', 'http://collector:4317',
+        'HTTPS://collector:4317', 'http://127.0.0.1:4317/', 'https://user:pw\@collector:4317'),
     ['no otel_trace anywhere, no exporter', <<"EOF"],
 server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }
 EOF

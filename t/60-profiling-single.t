@@ -50,7 +50,7 @@ sub pct { my ($a, $b) = @_; return $b ? sprintf('%.1f%%', 100 * $a / $b) : 'n/a'
 # ---------------------------------------------------------------------------
 my $recv = start_receiver();
 my $ngx  = start_nginx(receiver => $recv, burn => 1,
-    conf => "otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }\n$SERVER");
+    conf => "otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }\n$SERVER");
 
 my $t0 = time;
 my $ra = http_get($ngx->port, '/alpha');

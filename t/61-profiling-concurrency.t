@@ -29,7 +29,7 @@ my $BETA  = 'spanprof_burn_beta';
 
 my $recv = start_receiver();
 my $ngx  = start_nginx(receiver => $recv, burn => 1, conf => <<'EOF');
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 otel_service_name prof-concurrency;
 otel_profiling_rate 1000;
 otel_profiling_interval 500ms;

@@ -41,7 +41,7 @@ sub alarming_lines {
 subtest 'two workers under load, reload, quit' => sub {
     my $recv = start_receiver();
     my $ngx  = start_nginx(receiver => $recv, burn => 1, workers => 2, conf => <<'EOF');
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 otel_service_name prof-lifecycle;
 otel_profiling_rate 1000;
 otel_profiling_interval 500ms;
@@ -180,7 +180,7 @@ EOF
 sub pyroscope_check {
     my ($with_exporter) = @_;
     my $recv = start_receiver();
-    my $exporter = $with_exporter ? "otel_exporter { endpoint %%RECEIVER%%/otlp; interval 100ms; }\n" : '';
+    my $exporter = $with_exporter ? "otel_exporter { endpoint %%RECEIVER%%/otlp; protocol http/protobuf; interval 100ms; }\n" : '';
     my $conf = $exporter . <<'EOF';
 otel_service_name pyro-svc;
 otel_profiling_rate 1000;
@@ -278,7 +278,7 @@ subtest 'Pyroscope only (no otel_exporter)' => sub { pyroscope_check(0) };
 # ---------------------------------------------------------------------------
 # 9. configuration errors
 # ---------------------------------------------------------------------------
-my $EXPORTER = "otel_exporter { endpoint http://127.0.0.1:4318; }\n";
+my $EXPORTER = "otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; }\n";
 my $SERVER = <<'EOF';
 server {
     listen 127.0.0.1:%%PORT%%;

@@ -44,7 +44,7 @@ sub check_names {
 subtest 'nginx' => sub {
     my $recv = start_receiver();
     my $ngx  = start_nginx(receiver => $recv, conf => <<"EOF");
-otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
 otel_profiling_rate 100;
 server {
     listen 127.0.0.1:%%PORT%%;
@@ -80,6 +80,7 @@ subtest 'apache (event)' => sub {
     my $recv = start_receiver();
     my $ap = start_apache(mpm => 'event', receiver => $recv, conf => <<"EOF");
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 OtelProfilingRate 100
 OtelTrace On

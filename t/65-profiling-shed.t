@@ -292,14 +292,14 @@ EOF
         for my $c (@BAD) {
             my ($v, $why) = @$c;
             my ($code, $out, $path, $full) = SpanProf::Apache::apache_t(
-                "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\nOtelProfilingShed $v\n");
+                "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace On\nOtelProfilingShed $v\n");
             my $line = conf_line($full, qr/OtelProfilingShed/);
             isnt $code, 0, "$v: apache2 -t fails";
             like $out, qr/Syntax error on line \Q$line\E of \Q$path\E/, "$v: file and line ($line)";
             like $out, qr/OtelProfilingShed: .*$why/, "$v: the reason";
         }
         my ($code, $out) = SpanProf::Apache::apache_t(
-            "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\nOtelProfilingShed cpu=50,pause\n");
+            "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace On\nOtelProfilingShed cpu=50,pause\n");
         is $code, 0, 'cpu=50,pause passes' or diag $out;
     };
 }

@@ -60,7 +60,7 @@ sub linked { my ($samples, $sid) = @_; return grep { sample_span($_) eq $sid } @
 # ---------------------------------------------------------------------------
 my $recv = start_receiver();
 my $ngx  = start_nginx(receiver => $recv, burn => 1,
-    conf => "otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }\n$SERVER");
+    conf => "otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }\n$SERVER");
 
 my %r;
 $r{slow}    = http_get($ngx->port, '/slow');
@@ -177,7 +177,7 @@ $recv->stop;
 # ---------------------------------------------------------------------------
 # nginx -t
 # ---------------------------------------------------------------------------
-my $EXP = "otel_exporter { endpoint http://127.0.0.1:4318; }\n";
+my $EXP = "otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; }\n";
 for my $c (
     ['otel_profiling_keep slow=abc', qr/invalid time in "slow=abc"/],
     ['otel_profiling_keep all errors', qr/"all" cannot be combined/],
@@ -295,7 +295,7 @@ EOF
     ) {
         my ($d, $why) = @$c;
         subtest "apache2 -t: $d" => sub {
-            my ($code, $out, $path, $full) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\n"
+            my ($code, $out, $path, $full) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\n"
                 . "<Location />\n    $d\n</Location>\n");
             isnt $code, 0, 'apache2 -t fails';
             my $line = conf_line($full, qr/\Q$d\E/);

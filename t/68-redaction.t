@@ -84,7 +84,7 @@ sub check_queries {
 subtest 'nginx: OTLP profiles redacted, url.query redacted' => sub {
     my $recv = start_receiver();
     my $ngx = start_nginx(receiver => $recv, burn => 1,
-        conf => "otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }\n$SERVER");
+        conf => "otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }\n$SERVER");
     my $ra = http_get($ngx->port, '/alpha');
     my $rb = http_get($ngx->port, '/beta');
     is $ra->{status}, 200, '/alpha answered';
@@ -230,7 +230,7 @@ subtest 'nginx: credentials of a down collector are not logged' => sub {
     my ($dead, $dead2) = (dead_port(), dead_port());
     my $ngx = start_nginx(burn => 1, conf => <<"EOF" . $SERVER . $API_SERVER);
 otel_exporter {
-    endpoint http://spanuser:hunter2pw\@127.0.0.1:$dead;
+    endpoint http://spanuser:hunter2pw\@127.0.0.1:$dead; protocol http/protobuf;
     header Authorization "Bearer s3cr3tHdr";
     interval 100ms;
     timeout 1s;
@@ -265,13 +265,13 @@ EOF
 };
 
 subtest 'nginx: credentials not in configuration errors' => sub {
-    my $hdr = "otel_exporter { endpoint http://127.0.0.1:4318; header X-Api-Key \"hdrCfgPw\\n\"; }\n$SERVER";
+    my $hdr = "otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; header X-Api-Key \"hdrCfgPw\\n\"; }\n$SERVER";
     my ($rc, $out) = nginx_t($hdr, burn => 1);
     isnt $rc, 0, 'a header value with a newline is refused';
     like $out, qr/invalid value of header "X-Api-Key"/, '... naming the header' or diag $out;
     unlike $out, qr/hdrCfgPw/, '... not its value';
 
-    ($rc, $out) = nginx_t("otel_exporter { endpoint ftp://u:cfgpw\@h/; }\n$SERVER", burn => 1);
+    ($rc, $out) = nginx_t("otel_exporter { endpoint ftp://u:cfgpw\@h/; protocol http/protobuf; }\n$SERVER", burn => 1);
     isnt $rc, 0, 'an ftp endpoint is refused';
     like $out, qr{invalid endpoint "ftp://u:\*\*\*\@h/"}, '... shown masked' or diag $out;
     unlike $out, qr/cfgpw/, '... without its password';
@@ -280,7 +280,7 @@ subtest 'nginx: credentials not in configuration errors' => sub {
     isnt $rc, 0, 'an ftp Pyroscope URL is refused';
     unlike $out, qr/cfgpw/, '... without its password' or diag $out;
 
-    ($rc, $out) = nginx_t("otel_exporter { endpoint http://127.0.0.1:4318; }\n"
+    ($rc, $out) = nginx_t("otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; }\n"
         . "server { listen 127.0.0.1:%%PORT%%; otel_span_redact_query a=b; }\n");
     isnt $rc, 0, 'otel_span_redact_query refuses a name with "="';
     like $out, qr/invalid query parameter name "a=b"/, '... saying so' or diag $out;
@@ -348,6 +348,7 @@ EOF
         my ($dead, $dead2) = (dead_port(), dead_port());
         my $ap = start_apache(mpm => $mpm, burn => 1, servers => 1, conf => <<"EOF");
 OtelExporterEndpoint http://spanuser:hunter2pw\@127.0.0.1:$dead
+OtelExporterProtocol http/protobuf
 OtelExporterHeader Authorization "Bearer s3cr3tHdr"
 OtelExporterInterval 0.1
 OtelExporterTimeout 1
@@ -391,10 +392,10 @@ EOF
         isnt $rc, 0, 'an ftp endpoint is refused';
         like $out, qr{invalid endpoint "ftp://u:\*\*\*\@h/"}, '... shown masked' or diag $out;
         unlike $out, qr/cfgpw/, '... without its password';
-        ($rc, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\nOtelProfilingPyroscope ftp://u:cfgpw\@h/\n");
+        ($rc, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelProfilingPyroscope ftp://u:cfgpw\@h/\n");
         isnt $rc, 0, 'an ftp Pyroscope URL is refused';
         unlike $out, qr/cfgpw/, '... without its password' or diag $out;
-        ($rc, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\nOtelSpanRedactQuery a&b\n");
+        ($rc, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelSpanRedactQuery a&b\n");
         isnt $rc, 0, 'OtelSpanRedactQuery refuses a name with "&"';
         like $out, qr/invalid query parameter name "a&b"/, '... saying so' or diag $out;
     };

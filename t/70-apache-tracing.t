@@ -37,6 +37,7 @@ EOF
 
 my $CONF = <<"EOF";
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 OtelServiceName apache-tracing
 LogFormat "%U %>s %{OTEL_TRACE_ID}e %{OTEL_SPAN_ID}e [%{OTEL_PARENT_ID}e] %{OTEL_TRACEPARENT}e" otel
@@ -139,6 +140,7 @@ subtest 'mod_spanprof loaded before mod_proxy' => sub {
     my $ap = start_apache(mpm => 'event', receiver => $recv, first => 1,
         files => { 'htdocs/echo.cgi' => $ECHO }, conf => <<'EOF');
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 <VirtualHost 127.0.0.1:%%PORT%%>
     OtelTrace On
@@ -168,6 +170,7 @@ subtest 'untraced sections and virtual hosts' => sub {
     my $ap = start_apache(mpm => 'event', receiver => $recv,
         files => { 'htdocs/env.cgi' => $ENVCGI, 'htdocs/echo.cgi' => $ECHO }, conf => <<'EOF');
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 <VirtualHost 127.0.0.1:%%PORT%%>
     OtelTrace On
@@ -216,6 +219,7 @@ EOF
 subtest 'a main-server section traces in a virtual host' => sub {
     (my $conf = <<'EOF') =~ s/LONGROUTE/'r' x 520/e;
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 <Location /env.cgi/global/>
     OtelTrace On
@@ -253,6 +257,7 @@ subtest 'SSI subrequests' => sub {
                    'htdocs/inc.txt' => "inc\n" },
         conf => <<'EOF');
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 <VirtualHost 127.0.0.1:%%PORT%%>
     OtelTrace On
@@ -281,6 +286,7 @@ subtest 'balancer failover: upstream.attempt events' => sub {
         modules => [qw(slotmem_shm proxy_balancer lbmethod_byrequests)],
         files => { 'htdocs/echo.cgi' => $ECHO }, conf => <<"EOF");
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 0.1
 <Proxy "balancer://pool">
     BalancerMember http://127.0.0.1:$DEAD

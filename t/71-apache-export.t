@@ -18,6 +18,7 @@ sub conf {
     my ($extra) = @_;
     return <<"EOF";
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 $extra
 OtelTrace On
 AliasMatch ^/ok %%PREFIX%%/htdocs/ok.txt

@@ -13,7 +13,7 @@ use File::Temp ();
 
 need_apache_module();
 
-my $OK = "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\n";
+my $OK = "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace On\n";
 
 # CA files OtelExporterTrustedCertificate cannot use: it is read while the
 # configuration is parsed (by the parent, as root).
@@ -23,7 +23,7 @@ my $CAD = bad_ca_dir();
 my @bad = (
     ['OtelTraceContext bogus', "$OK<Location />\n    OtelTraceContext bogus\n</Location>\n",
         qr/OtelTraceContext bogus/, qr/OtelTraceContext: invalid mode "bogus"/],
-    ['endpoint ftp://', "OtelExporterEndpoint ftp://x\nOtelTrace On\n",
+    ['endpoint ftp://', "OtelExporterEndpoint ftp://x\nOtelExporterProtocol http/protobuf\nOtelTrace On\n",
         qr/OtelExporterEndpoint ftp/, qr/OtelExporterEndpoint: invalid endpoint "ftp:\/\/x"/],
     ['batch size -1', "${OK}OtelExporterBatchSize -1\n",
         qr/BatchSize -1/, qr/OtelExporterBatchSize: invalid value "-1": expected an integer from 1 to 65536/],
@@ -38,8 +38,8 @@ my @bad = (
     ['shutdown timeout x', "${OK}OtelExporterShutdownTimeout x\n", qr/ShutdownTimeout x/, qr/invalid time "x"/],
     ['compression brotli', "${OK}OtelExporterCompression brotli\n",
         qr/Compression brotli/, qr/expected none or gzip/],
-    ['protocol http', "${OK}OtelExporterProtocol http\n",
-        qr/Protocol http/, qr/expected grpc, http\/protobuf or http\/json/],
+    ['protocol http', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace On\nOtelExporterProtocol http\n",
+        qr/Protocol http$/, qr/expected grpc, http\/protobuf or http\/json/],
     ['header name with a colon', "${OK}OtelExporterHeader Bad:Name v\n",
         qr/OtelExporterHeader/, qr/invalid header name "Bad:Name"/],
     ['profiling rate 0', "${OK}OtelProfilingRate 0\n", qr/ProfilingRate 0/, qr/from 1 to 1000/],
@@ -52,13 +52,13 @@ my @bad = (
         qr/OtelSpanName/, qr/OtelSpanName: cannot parse/],
     ['span attr expression', "$OK<Location />\n    OtelSpanAttr a \"%{HTTP:\"\n</Location>\n",
         qr/OtelSpanAttr/, qr/OtelSpanAttr: cannot parse/],
-    ['OtelTrace maybe', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace maybe\n",
+    ['OtelTrace maybe', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace maybe\n",
         qr/OtelTrace maybe/, qr/OtelTrace: not On, Off or a valid expression: /],
-    ['OtelTrace expression', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace \"%{HTTP:X-A} ==\"\n",
+    ['OtelTrace expression', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace \"%{HTTP:X-A} ==\"\n",
         qr/OtelTrace "%\{HTTP/, qr/OtelTrace: not On, Off or a valid expression: /],
-    ['otel_ratio above 1', "OtelExporterEndpoint http://127.0.0.1:4318\n<Location />\n    OtelTrace \"otel_ratio('1.5') == '1'\"\n</Location>\n",
+    ['otel_ratio above 1', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\n<Location />\n    OtelTrace \"otel_ratio('1.5') == '1'\"\n</Location>\n",
         qr/otel_ratio\('1.5'\)/, qr/otel_ratio: "1.5" is not a number from 0 to 1/],
-    ['otel_ratio not a number', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelTrace \"otel_ratio('1/2') == '1'\"\n",
+    ['otel_ratio not a number', "OtelExporterEndpoint http://127.0.0.1:4318\nOtelExporterProtocol http/protobuf\nOtelTrace \"otel_ratio('1/2') == '1'\"\n",
         qr/otel_ratio\('1\/2'\)/, qr/otel_ratio: "1\/2" is not a number from 0 to 1/],
     ['exporter in a VirtualHost', "OtelTrace On\nOtelExporterEndpoint http://127.0.0.1:4318\n"
         . "<VirtualHost 127.0.0.1:%%PORT%%>\n    OtelExporterEndpoint http://127.0.0.1:4319\n</VirtualHost>\n",
@@ -72,6 +72,13 @@ my @bad = (
         qr/TrustedCertificate/, qr/cannot read "\Q$CAD\E\/notpem.txt": no PEM certificate in it/],
     ['CA file over 1 MiB', "${OK}OtelExporterTrustedCertificate $CAD/big.pem\n",
         qr/TrustedCertificate/, qr/cannot read "\Q$CAD\E\/big.pem": larger than 1048576 bytes/],
+    # nginx-otel's endpoint forms are accepted (below); garbage is not.
+    ['endpoint host without a port', "OtelExporterEndpoint localhost\nOtelTrace On\n",
+        qr/OtelExporterEndpoint localhost/, qr/invalid endpoint "localhost": has no port/],
+    ['endpoint garbage', "OtelExporterEndpoint \"not an endpoint\"\nOtelTrace On\n",
+        qr/OtelExporterEndpoint "not/, qr/invalid endpoint "not an endpoint": must be host:port, http:/],
+    ['endpoint bad port', "OtelExporterEndpoint http://127.0.0.1:99999\nOtelTrace On\n",
+        qr/OtelExporterEndpoint http/, qr/invalid endpoint "http:\/\/127.0.0.1:99999": has an invalid port/],
     ['service name in a Location', "$OK<Location />\n    OtelServiceName x\n</Location>\n",
         qr/OtelServiceName x/, qr/OtelServiceName not allowed in <Location> context/],
 );
@@ -107,6 +114,28 @@ subtest 'OtelProfiling On without an exporter or Pyroscope' => sub {
     like $out, qr/OtelProfiling is On but neither OtelExporterEndpoint nor OtelProfilingPyroscope/, 'reason';
 };
 
+# The default protocol is grpc (as nginx-otel's): a path in the endpoint,
+# most likely an OTLP/HTTP base, is refused until the protocol is named.
+subtest 'endpoint with a path under the default grpc' => sub {
+    my ($code, $out, $path, $full) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318/base\nOtelTrace On\n");
+    isnt $code, 0, 'apache2 -t fails';
+    my $line = conf_line($full, qr/OtelExporterEndpoint/);
+    like $out, qr{OtelExporterEndpoint "http://127.0.0.1:4318/base" in \Q$path\E:\Q$line\E has a path, which OTLP/gRPC \(the default protocol\) does not use: remove it, or add "OtelExporterProtocol http/protobuf"},
+        'file:line and reason' or diag $out;
+    ($code, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318/base\nOtelExporterProtocol grpc\nOtelTrace On\n");
+    isnt $code, 0, 'the same with OtelExporterProtocol grpc';
+    ($code, $out) = apache_t("OtelExporterEndpoint http://127.0.0.1:4318/base\nOtelExporterProtocol http/json\nOtelTrace On\n");
+    is $code, 0, 'a base path is fine over OTLP/HTTP' or diag $out;
+};
+
+for my $ep ('127.0.0.1:4317', 'localhost:4317', '[::1]:4317', 'http://collector:4317',
+            'HTTPS://collector:4317', 'http://127.0.0.1:4317/') {
+    subtest "nginx-otel endpoint form $ep" => sub {
+        my ($code, $out) = apache_t("OtelExporterEndpoint $ep\nOtelTrace On\n");
+        is $code, 0, 'apache2 -t passes' or diag $out;
+    };
+}
+
 subtest 'queue too large' => sub {
     my ($code, $out) = apache_t("${OK}OtelExporterBatchSize 65536\nOtelExporterBatchCount 2\n");
     isnt $code, 0, 'apache2 -t fails';
@@ -115,6 +144,7 @@ subtest 'queue too large' => sub {
 
 my $ALL = <<'EOF';
 OtelExporterEndpoint http://127.0.0.1:4318/base
+OtelExporterProtocol http/protobuf
 OtelExporterHeader X-Api-Key secret
 OtelExporterHeader Authorization "Bearer x y"
 OtelExporterTrustedCertificate %%TESTCA%%

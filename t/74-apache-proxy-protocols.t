@@ -61,7 +61,7 @@ my $AJP  = start_backend('ajp-echo.pl');
 
 my @MODES = qw(default ignore extract inject propagate);
 
-my $CONF = "OtelExporterEndpoint %%RECEIVER%%\n"
+my $CONF = "OtelExporterEndpoint %%RECEIVER%%\nOtelExporterProtocol http/protobuf\n"
          . "OtelExporterInterval 0.1\n"
          . "OtelServiceName apache-proxy-protocols\n"
          . "<VirtualHost 127.0.0.1:%%PORT%%>\n"

@@ -45,6 +45,7 @@ sub run_stop {
     my $ap = start_apache(mpm => $o{mpm}, receiver => $recv, servers => 1,
         files => { 'htdocs/ok.txt' => "ok\n" }, conf => <<"EOF");
 OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
 OtelExporterInterval 60
 OtelExporterBatchSize 4
 OtelExporterBatchCount 32

@@ -10,6 +10,9 @@
 typedef struct {
     const char  *server;              /* "nginx", "apache" */
     const char  *endpoint;            /* public form, or NULL */
+    const char  *traces_url;          /* public form, or NULL (OTEL_
+                                         EXPORTER_OTLP_TRACES_ENDPOINT) */
+    const char  *protocol;            /* sp_export_protocol_name */
     const char  *pyroscope;           /* public form, or NULL */
     const char  *service_name;        /* NULL: the default */
     int          profiling;           /* configured somewhere */

@@ -15,9 +15,11 @@ str_or_null(const char *s)
 static json_t *
 config_json(const sp_api_info_t *info)
 {
-    return json_pack("{s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, "
-                     "s:I, s:b, s:b}",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, "
+                     "s:I, s:I, s:I, s:b, s:b}",
                      "endpoint", str_or_null(info->endpoint),
+                     "traces_url", str_or_null(info->traces_url),
+                     "protocol", str_or_null(info->protocol),
                      "pyroscope", str_or_null(info->pyroscope),
                      "service_name", str_or_null(info->service_name),
                      "profiling", info->profiling,

@@ -646,20 +646,23 @@ sp_exporter_t *
 sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
 {
     sp_exporter_t  *e;
-    const char             *why;
+    const char             *why, *ep;
     size_t                  n, i;
     int                     rc;
     sp_http_client_conf_t   client_conf;
 
     /* No endpoint: profiles for Pyroscope only, no spans. */
-    why = conf->endpoint != NULL ? sp_exporter_endpoint_error(conf->endpoint)
-                                 : NULL;
+    ep = conf->endpoint != NULL ? conf->endpoint : conf->traces_url;
+    why = ep != NULL ? sp_exporter_endpoint_error(ep) : NULL;
+    if (why == NULL && conf->traces_url != NULL) {
+        why = sp_exporter_endpoint_error(ep = conf->traces_url);
+    }
     if (why != NULL) {
         char  masked[512];
 
         /* err goes to a log line: no credentials (url_mask.h). */
         snprintf(err, errlen, "endpoint \"%s\" %s",
-                 sp_url_mask(conf->endpoint, masked, sizeof(masked)), why);
+                 sp_url_mask(ep, masked, sizeof(masked)), why);
         return NULL;
     }
 
@@ -694,7 +697,9 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     sp_arena_init(&e->arena, 256 * 1024);
 
     /* Own copies of everything the thread reads. */
-    e->endpoint = strdup(conf->endpoint != NULL ? conf->endpoint : "");
+    ep = conf->endpoint != NULL ? conf->endpoint : conf->traces_url;
+    e->endpoint = strdup(ep != NULL ? ep : "");
+    e->conf.traces_url = NULL;          /* the caller's; read below only */
     e->trusted_certificate = dup_or_null(conf->trusted_certificate);
     if (conf->trusted_certificate_pem != NULL) {
         e->trusted_certificate_pem = malloc(conf->trusted_certificate_len + 1);
@@ -775,10 +780,18 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         return NULL;
     } else {
         n = strlen(e->endpoint);
+        if (conf->traces_url != NULL && conf->endpoint == NULL) {
+            /* Profiles to the traces URL's base: "/v1/traces" off. */
+            if (n >= 10 && strcmp(e->endpoint + n - 10, "/v1/traces") == 0) {
+                e->endpoint[n -= 10] = '\0';
+            }
+        }
         /* "http://h:4318/" and "http://h:4318" name the same base. */
-        e->url = concat(e->endpoint,
-                        n > 0 && e->endpoint[n - 1] == '/' ? "v1/traces"
-                                                           : "/v1/traces");
+        e->url = conf->traces_url != NULL
+                 ? strdup(conf->traces_url)
+                 : concat(e->endpoint,
+                          n > 0 && e->endpoint[n - 1] == '/' ? "v1/traces"
+                                                             : "/v1/traces");
         e->profiles_url = concat(e->endpoint,
                                  n > 0 && e->endpoint[n - 1] == '/'
                                  ? "v1development/profiles"

@@ -52,6 +52,11 @@ typedef struct {
     /* How spans and OTLP profiles go to an http(s) endpoint (export_
      * protocol.h); not used for file:// and Pyroscope. */
     sp_export_protocol_t protocol;
+    /* OTEL_EXPORTER_OTLP_TRACES_ENDPOINT over HTTP: the traces URL as is
+     * (NULL: {endpoint}/v1/traces). OTLP profiles still go to
+     * {endpoint}/v1development/profiles, or with no endpoint to this URL's
+     * base (a trailing /v1/traces taken off). Used only in start. */
+    const char          *traces_url;
     const char *const   *headers;            /* "Name: value", NULL-ended */
     /* PEM CA certificates for https (copied; NULL: the system's), read
      * by the master/parent: workers may not reach the file. The path

@@ -17,6 +17,7 @@ SpanProf::Apache - harness for spanprof's Apache httpd tests (t/7*-apache-*.t)
     for my $mpm (apache_mpms()) {
         my $ap = start_apache(mpm => $mpm, receiver => $recv, conf => <<'EOF');
     OtelExporterEndpoint %%RECEIVER%%
+    OtelExporterProtocol http/protobuf
     OtelExporterInterval 0.1
     OtelTrace On
     EOF
@@ -66,7 +67,8 @@ nobody / Group nogroup when run as root; MPM sizes; C<Listen
 127.0.0.1:%%PORT%%> (and %%PORT2%%/%%PORT3%% when the text uses them);
 DocumentRoot PREFIX/htdocs (granted); then the given text. Placeholders:
 %%PORT%% %%PORT2%% %%PORT3%% %%RECEIVER%% %%PREFIX%%.
-Options: C<servers> (StartServers; default 3 for prefork, 1 otherwise),
+Options: C<env> (hash ref: environment variables for apache2, e.g. OTEL_*;
+the test's own OTEL_* variables never reach it), C<servers> (StartServers; default 3 for prefork, 1 otherwise),
 C<threads> (ThreadsPerChild, default 8), C<server_limit>, C<receiver> or
 C<receiver_url>, C<port>/C<port2>/C<port3>, C<dirs> (created under PREFIX,
 mode 0777), C<files> ({relative path => content}; a path ending in .cgi is
@@ -187,7 +189,8 @@ sub _run {
     my $pid = fork;
     die "fork: $!" unless defined $pid;
     if ($pid == 0) {
-        delete $ENV{$_} for grep { /^APACHE_/ } keys %ENV;
+        delete $ENV{$_} for grep { /^(?:APACHE|OTEL)_/ } keys %ENV;
+        %ENV = (%ENV, %{ $o{env} || {} });     # the OTEL_* a test gives
         $ENV{LD_PRELOAD} = $ENV{SPANPROF_SERVER_PRELOAD} if $ENV{SPANPROF_SERVER_PRELOAD};
         open(STDIN, '<', '/dev/null');
         open(STDOUT, '>', "$dir/out") or POSIX::_exit(126);
@@ -359,7 +362,7 @@ sub apache_t {
     my ($text, %o) = @_;
     my $prefix = _prefix();
     my ($conf) = _write($prefix, %o, conf => $text, mpm => $o{mpm} // 'event');
-    my ($code, $out) = _run([$APACHE, '-t', '-f', "$prefix/httpd.conf"], timeout => 30);
+    my ($code, $out) = _run([$APACHE, '-t', '-f', "$prefix/httpd.conf"], timeout => 30, env => $o{env});
     return ($code, $out, "$prefix/httpd.conf", $conf);
 }
 
@@ -374,7 +377,7 @@ sub start_apache {
     }, 'SpanProf::Apache::Server';
     $LIVE{"$self"} = $self;
 
-    my ($code, $out) = _run([$APACHE, '-f', "$prefix/httpd.conf", '-k', 'start'], timeout => 30);
+    my ($code, $out) = _run([$APACHE, '-f', "$prefix/httpd.conf", '-k', 'start'], timeout => 30, env => $o{env});
     if ($code != 0) {
         my $log = _slurp("$prefix/error.log") // '';
         $self->{failed_start} = 1;

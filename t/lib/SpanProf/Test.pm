@@ -13,7 +13,7 @@ SpanProf::Test - harness for spanprof's nginx integration tests (t/*.t)
     need_module();                      # skip_all when the .so is not built
     my $recv = start_receiver();        # fake OTLP/HTTP collector
     my $ngx  = start_nginx(receiver => $recv, conf => <<'EOF');
-    otel_exporter { endpoint %%RECEIVER%%; interval 100ms; }
+    otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
     server {
         listen 127.0.0.1:%%PORT%%;
         otel_trace on;
@@ -166,6 +166,8 @@ C</usr/sbin/nginx -p PREFIX/ -c PREFIX/nginx.conf -e PREFIX/error.log> and
 waits for the pid file, the workers and until %%PORT%% accepts.
 Options: C<workers> (default 1), C<receiver> (object, for %%RECEIVER%%) or
 C<receiver_url>, C<port>/C<port2>/C<port3> (default: free ports),
+C<env> (hash ref: environment variables for nginx, e.g. OTEL_*; the
+test's own OTEL_* variables never reach the server),
 C<dirs> (array ref of directories to create under PREFIX, mode 0777, e.g.
 for the file exporter), C<main> (extra text for the main context),
 C<module> (0: no load_module line), C<burn> (1: also load the test-only
@@ -533,6 +535,11 @@ sub _run {
         open(STDERR, '>', $err) or POSIX::_exit(126);
         $ENV{LD_PRELOAD} = $ENV{SPANPROF_SERVER_PRELOAD}
             if $o{server} && $ENV{SPANPROF_SERVER_PRELOAD};
+        # The server sees only the OTEL_* variables a test gives it.
+        if ($o{server}) {
+            delete $ENV{$_} for grep { /^OTEL_/ } keys %ENV;
+            %ENV = (%ENV, %{ $o{env} || {} });
+        }
         { no warnings q(exec); exec { $cmd->[0] } @$cmd; }
         POSIX::_exit(127);
     }
@@ -689,7 +696,7 @@ sub start_nginx {
     my $self = _new_nginx(%o);
     my $p = $self->{prefix};
     $LIVE{"$self"} = $self;
-    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
+    my ($rc, $out, $err) = _run([$NGINX, '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1, env => $o{env});
     if ($rc != 0) {
         my $log = $self->error_log_tail(30);
         $self->{failed_start} = 1;
@@ -721,7 +728,7 @@ sub nginx_t {
     my ($conf, %o) = @_;
     my $self = _new_nginx(%o, conf => $conf);
     my $p = $self->{prefix};
-    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1);
+    my ($rc, $out, $err) = _run([$NGINX, '-t', '-p', "$p/", '-c', $self->{conf_path}, '-e', "$p/error.log"], server => 1, env => $o{env});
     my @r = ($rc, $out . $err, $self->{conf_path}, $self->{conf_text});
     remove_tree($p) unless $ENV{SPANPROF_KEEP};
     return @r;
