@@ -46,7 +46,9 @@ sp_grpc_response_header(sp_grpc_response_t *r, const char *line, size_t len)
 
     if (is(line, nlen, "grpc-status")) {
         r->status = sp_grpc_status_parse(v, vlen);
-        if (r->status < 0) {
+        if (r->status > SP_GRPC_UNAUTHENTICATED) {
+            r->status = SP_GRPC_UNKNOWN;     /* as gRPC reads a code it lacks */
+        } else if (r->status < 0) {
             /* A value that is no code: the call failed, we cannot say how. */
             r->status = SP_GRPC_UNKNOWN;
             snprintf(r->message, sizeof(r->message),

@@ -163,9 +163,6 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
             sp_http_client_free(c);
             return NULL;
         }
-        /* Wait for the worker's one connection to the collector and
-         * multiplex on it rather than open another. */
-        curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, 1L);
     } else {
         /* "Expect: 100-continue" would cost a round trip per batch. */
         c->headers = curl_slist_append(NULL, "Expect:");
@@ -239,11 +236,19 @@ sp_http_client_free(sp_http_client_t *c)
     free(c);
 }
 
+static int
+h2c_reuse_broken(void)
+{
+    return curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+}
+
 int
 sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud)
 {
+    long  tls, fresh;
+
     if (c->done != NULL) {
         return -1;
     }
@@ -290,10 +295,19 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         }
         c->timeout_header.data = c->grpc_timeout;
         c->timeout_header.next = c->headers;
+        tls = strncmp(url, "https:", 6) == 0;
         curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
-                         strncmp(url, "https:", 6) == 0
-                         ? (long) CURL_HTTP_VERSION_2TLS
-                         : (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+                         tls ? (long) CURL_HTTP_VERSION_2TLS
+                             : (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        /* libcurl before 8.0.0 breaks a reused prior-knowledge connection
+         * (it stacks a second HTTP/2 layer on it: curl/curl#10634): h2c
+         * calls then get a connection each (Debian 12 has 7.88.1). */
+        fresh = !tls && h2c_reuse_broken();
+        curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, fresh);
+        curl_easy_setopt(c->curl, CURLOPT_FORBID_REUSE, fresh);
+        /* Else wait for the worker's one connection to the collector and
+         * multiplex on it rather than open another. */
+        curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, !fresh);
     }
 
     snprintf(c->ct, sizeof(c->ct), "%s: %s",

@@ -252,6 +252,14 @@ test_response(void)
            "grpc-status abc: UNKNOWN");
     ok(strstr(r.message, "invalid grpc-status") != NULL, "... saying so");
 
+    {
+        const char *const  big_code[] = {
+            "content-type: application/grpc", "grpc-status: 28", NULL };
+
+        is_int(answer(&r, big_code, 200, "", 0, &msg), SP_GRPC_UNKNOWN,
+               "grpc-status 28 (no such code): UNKNOWN");
+    }
+
     /* A compressed answer. */
     sp_gzip_append("\x0a\x02\x08\x03", 4, &gz);
     sp_buf_reset(&framed);
