@@ -20,6 +20,7 @@
 #include "common/export/backoff.h"
 #include "common/export/exporter.h"
 #include "common/export/file_output.h"
+#include "common/export/grpc_call.h"
 #include "common/export/http_client.h"
 #include "common/export/otlp_traces.h"
 #include "common/profile/load_shedder.h"
@@ -307,11 +308,11 @@ write_file(sp_exporter_t *e, batch_t *b, uint64_t now)
 }
 
 
+/* HTTP: 429/502/503/504 and network errors; gRPC: the OTLP codes. */
 static int
-retryable(long status)
+retryable(const sp_http_response_t *resp)
 {
-    return status == 0 || status == 429 || status == 502 || status == 503
-           || status == 504;
+    return sp_http_response_retryable(resp);
 }
 
 static void traces_posted(void *ud, const sp_http_response_t *resp);
@@ -362,12 +363,12 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     uint64_t        now = sp_mono_ns(), delay = 0;
     int64_t         rejected;
     int             stopping = atomic_load(&e->stopping);
-    char            msg[256];
+    char            msg[256], answer[320];
 
     e->sending = 0;
-    e->failing = !(resp->status >= 200 && resp->status < 300);
+    e->failing = !sp_http_response_ok(resp);
 
-    if (retryable(resp->status)) {
+    if (retryable(resp)) {
         /* The collector is failing or asked for a pause: no post, this
          * batch's retry or the next batch, before the delay is over. */
         delay = sp_backoff_delay_ms(&e->rng, b->attempts, BACKOFF_INITIAL_MS,
@@ -382,7 +383,7 @@ traces_posted(void *ud, const sp_http_response_t *resp)
         }
     }
 
-    if (resp->status >= 200 && resp->status < 300) {
+    if (sp_http_response_ok(resp)) {
         atomic_fetch_add(&e->batches_sent, 1);
         if (resp->body.len > 0
             && sp_otlp_traces_parse_response(resp->body.data, resp->body.len,
@@ -414,7 +415,7 @@ traces_posted(void *ud, const sp_http_response_t *resp)
                          b->nspans - (rejected > 0 ? (size_t) rejected : 0));
         pop_batch(e);
 
-    } else if (retryable(resp->status) && b->attempts < MAX_ATTEMPTS) {
+    } else if (retryable(resp) && b->attempts < MAX_ATTEMPTS) {
         atomic_fetch_add(&e->retries, 1);
         if (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)) {
             if (resp->status == 0) {
@@ -424,8 +425,10 @@ traces_posted(void *ud, const sp_http_response_t *resp)
                         (unsigned long long) delay);
             } else {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
-                        "spanprof: collector at %s answered %ld; retrying in "
-                        "%llu ms", e->url, resp->status,
+                        "spanprof: collector at %s answered %s; retrying in "
+                        "%llu ms", e->url,
+                        sp_http_response_describe(resp, answer,
+                                                  sizeof(answer)),
                         (unsigned long long) delay);
             }
         }
@@ -433,9 +436,9 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     } else {
         drop_batch(e, b);
         /* Stopping, a batch given up is in the one line at the end. */
-        if (!(stopping && retryable(resp->status))
+        if (!(stopping && retryable(resp))
             && (rate_ok(&e->last_error_log, now, ERROR_LOG_EVERY_MS)
-                || !retryable(resp->status)))
+                || !retryable(resp)))
         {
             if (resp->status == 0) {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
@@ -444,8 +447,10 @@ traces_posted(void *ud, const sp_http_response_t *resp)
                         resp->error, b->nspans);
             } else {
                 sp_logf(&e->conf.log, SP_LOG_ERR,
-                        "spanprof: collector at %s answered %ld after %u "
-                        "attempts; dropping %zu spans", e->url, resp->status,
+                        "spanprof: collector at %s answered %s after %u "
+                        "attempts; dropping %zu spans", e->url,
+                        sp_http_response_describe(resp, answer,
+                                                  sizeof(answer)),
                         b->attempts, b->nspans);
             }
         }
@@ -773,6 +778,20 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             return NULL;
         }
         e->to_file = 1;
+    } else if (conf->protocol == SP_EXPORT_GRPC) {
+        /* The services' methods on scheme://host:port; a base path of
+         * the endpoint is not gRPC's. */
+        e->url = sp_grpc_method_url(e->endpoint, SP_GRPC_TRACES_METHOD);
+        e->profiles_url = sp_grpc_method_url(e->endpoint,
+                                             SP_GRPC_PROFILES_METHOD);
+        if (e->url == NULL || e->profiles_url == NULL) {
+            goto nomem;
+        }
+        client_conf.grpc = 1;
+        e->http = sp_http_client_new(e->loop, &client_conf);
+        if (e->http == NULL) {
+            goto nomem;
+        }
     } else if (conf->protocol != SP_EXPORT_HTTP_PROTOBUF) {
         snprintf(err, errlen, "protocol %s is not supported yet",
                  sp_export_protocol_name(conf->protocol));

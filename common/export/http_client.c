@@ -8,6 +8,9 @@
 #include <curl/curl.h>
 
 #include "common/base/file_read.h"
+#include "common/export/grpc_frame.h"
+#include "common/export/grpc_response.h"
+#include "common/export/grpc_status.h"
 #include "common/export/gzip.h"
 #include "common/export/http_client.h"
 
@@ -19,7 +22,13 @@ struct sp_http_client {
     CURL               *curl;
     struct curl_slist  *headers;
     int                 gzip;
+    int                 grpc;
     sp_buf_t            gz;        /* reused compression buffer */
+    sp_buf_t            frame;     /* gRPC: the framed message */
+    sp_buf_t            raw;       /* gRPC: the answer's body, framed */
+    sp_grpc_response_t  grpc_resp;
+    char                grpc_timeout[40];
+    struct curl_slist   timeout_header;
     sp_http_response_t  resp;      /* of the transfer under way */
     sp_http_done_fn     done;      /* non-NULL while one is */
     void               *done_ud;
@@ -34,9 +43,13 @@ on_body(char *p, size_t size, size_t n, void *ud)
 {
     sp_http_client_t  *c = ud;
     size_t             len = size * n;
-    size_t             room = SP_HTTP_MAX_BODY - c->resp.body.len;
+    sp_buf_t          *b = c->grpc ? &c->raw : &c->resp.body;
+    /* gRPC: room for the frame header too, so that a whole answer of
+     * the limit still unframes. */
+    size_t             max = SP_HTTP_MAX_BODY + (c->grpc ? 5 : 0);
+    size_t             room = max - b->len;
 
-    sp_buf_append(&c->resp.body, p, len < room ? len : room);
+    sp_buf_append(b, p, len < room ? len : room);
     return len;
 }
 
@@ -48,6 +61,10 @@ on_header(char *p, size_t size, size_t n, void *ud)
     const char        *v;
     struct timespec    ts;
 
+    if (c->grpc) {
+        /* Headers, then the trailers after the body: both come here. */
+        sp_grpc_response_header(&c->grpc_resp, p, len);
+    }
     if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
         v = p + 12;
         vlen = len - 12;
@@ -75,6 +92,47 @@ on_header(char *p, size_t size, size_t n, void *ud)
 
 static void transfer_done(sp_http_transfer_t *t, int curl_result);
 
+/* A gRPC call's fixed headers; the exporter's "Name: value" headers are
+ * metadata, whose names are lowercase. NULL when out of memory. */
+static struct curl_slist *
+grpc_headers(const sp_http_client_conf_t *conf)
+{
+    struct curl_slist  *l = NULL, *n;
+    const char *const  *h;
+    const char         *fixed[] = {
+        "te: trailers",
+        "grpc-accept-encoding: identity,gzip",
+        conf->gzip ? "grpc-encoding: gzip" : NULL,
+        /* Not HTTP/1.1's: HTTP/2 has no Expect, and no Accept in gRPC. */
+        "Accept:",
+    };
+    char                buf[1024];
+    size_t              i, k;
+
+    for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        if (fixed[i] != NULL) {
+            if ((n = curl_slist_append(l, fixed[i])) == NULL) {
+                goto nomem;
+            }
+            l = n;
+        }
+    }
+    for (h = conf->headers; h != NULL && *h != NULL; h++) {
+        snprintf(buf, sizeof(buf), "%s", *h);
+        for (k = 0; buf[k] != '\0' && buf[k] != ':'; k++) {
+            buf[k] = (char) tolower((unsigned char) buf[k]);
+        }
+        if ((n = curl_slist_append(l, buf)) == NULL) {
+            goto nomem;
+        }
+        l = n;
+    }
+    return l;
+nomem:
+    curl_slist_free_all(l);
+    return NULL;
+}
+
 sp_http_client_t *
 sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
 {
@@ -93,19 +151,30 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     }
     sp_buf_init(&c->gz);
     sp_buf_init(&c->resp.body);
+    sp_buf_init(&c->frame);
+    sp_buf_init(&c->raw);
     c->loop = loop;
     c->gzip = conf->gzip;
+    c->grpc = conf->grpc;
 
-    /* "Expect: 100-continue" would cost a round trip per batch. */
-    c->headers = curl_slist_append(NULL, "Expect:");
-    if (c->gzip && c->headers != NULL) {
-        l = curl_slist_append(c->headers, "Content-Encoding: gzip");
-        c->headers = l != NULL ? l : c->headers;
-    }
-    for (h = conf->headers; h != NULL && *h != NULL; h++) {
-        l = curl_slist_append(c->headers, *h);
-        if (l != NULL) {
-            c->headers = l;
+    if (c->grpc) {
+        c->headers = grpc_headers(conf);
+        if (c->headers == NULL) {
+            sp_http_client_free(c);
+            return NULL;
+        }
+    } else {
+        /* "Expect: 100-continue" would cost a round trip per batch. */
+        c->headers = curl_slist_append(NULL, "Expect:");
+        if (c->gzip && c->headers != NULL) {
+            l = curl_slist_append(c->headers, "Content-Encoding: gzip");
+            c->headers = l != NULL ? l : c->headers;
+        }
+        for (h = conf->headers; h != NULL && *h != NULL; h++) {
+            l = curl_slist_append(c->headers, *h);
+            if (l != NULL) {
+                c->headers = l;
+            }
         }
     }
 
@@ -161,8 +230,16 @@ sp_http_client_free(sp_http_client_t *c)
     curl_slist_free_all(c->headers);
     free(c->ca_name);
     sp_buf_free(&c->gz);
+    sp_buf_free(&c->frame);
+    sp_buf_free(&c->raw);
     sp_buf_free(&c->resp.body);
     free(c);
+}
+
+static int
+h2c_reuse_broken(void)
+{
+    return curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
 }
 
 int
@@ -170,6 +247,8 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud)
 {
+    long  tls, fresh;
+
     if (c->done != NULL) {
         return -1;
     }
@@ -178,6 +257,10 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     c->resp.error[0] = '\0';
     c->curl_err[0] = '\0';
     c->resp.content_type[0] = '\0';
+    c->resp.grpc = 0;
+    c->resp.grpc_status = 0;
+    c->resp.grpc_retry_info = 0;
+    c->resp.grpc_message[0] = '\0';
     sp_buf_reset(&c->resp.body);
 
     if (c->gzip) {
@@ -189,9 +272,48 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         len = c->gz.len;
     }
 
-    snprintf(c->ct, sizeof(c->ct), "Content-Type: %s", content_type);
+    if (c->grpc) {
+        sp_grpc_response_reset(&c->grpc_resp);
+        sp_buf_reset(&c->raw);
+        sp_buf_reset(&c->frame);
+        sp_grpc_frame(body, len, c->gzip, &c->frame);
+        if (sp_buf_failed(&c->frame)) {
+            return -1;
+        }
+        body = c->frame.data;
+        len = c->frame.len;
+        content_type = "application/grpc";
+        /* The server gives up when the client would: at most 8 digits. */
+        if (timeout_ms <= 99999999) {
+            snprintf(c->grpc_timeout, sizeof(c->grpc_timeout),
+                     "grpc-timeout: %llum", (unsigned long long) timeout_ms);
+        } else {
+            snprintf(c->grpc_timeout, sizeof(c->grpc_timeout),
+                     "grpc-timeout: %lluS",
+                     (unsigned long long) (timeout_ms / 1000 > 99999999
+                                           ? 99999999 : timeout_ms / 1000));
+        }
+        c->timeout_header.data = c->grpc_timeout;
+        c->timeout_header.next = c->headers;
+        tls = strncmp(url, "https:", 6) == 0;
+        curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
+                         tls ? (long) CURL_HTTP_VERSION_2TLS
+                             : (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        /* libcurl before 8.0.0 breaks a reused prior-knowledge connection
+         * (it stacks a second HTTP/2 layer on it: curl/curl#10634): h2c
+         * calls then get a connection each (Debian 12 has 7.88.1). */
+        fresh = !tls && h2c_reuse_broken();
+        curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, fresh);
+        curl_easy_setopt(c->curl, CURLOPT_FORBID_REUSE, fresh);
+        /* Else wait for the worker's one connection to the collector and
+         * multiplex on it rather than open another. */
+        curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, !fresh);
+    }
+
+    snprintf(c->ct, sizeof(c->ct), "%s: %s",
+             c->grpc ? "content-type" : "Content-Type", content_type);
     c->ct_header.data = c->ct;
-    c->ct_header.next = c->headers;
+    c->ct_header.next = c->grpc ? &c->timeout_header : c->headers;
 
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &c->ct_header);
@@ -222,6 +344,29 @@ tls_verify_error(int curl_result)
            || curl_result == CURLE_SSL_ISSUER_ERROR;
 }
 
+/* The call's outcome into resp: its status and message, the response
+ * message as the body, RetryInfo's delay as the Retry-After. */
+static void
+grpc_done(sp_http_client_t *c)
+{
+    sp_grpc_response_t  *g = &c->grpc_resp;
+
+    sp_buf_reset(&c->resp.body);
+    c->resp.grpc = 1;
+    c->resp.grpc_status = sp_grpc_response_finish(g, c->resp.status,
+                                                 c->raw.data, c->raw.len,
+                                                 SP_HTTP_MAX_BODY,
+                                                 &c->resp.body);
+    snprintf(c->resp.grpc_message, sizeof(c->resp.grpc_message), "%s",
+             g->message);
+    c->resp.grpc_retry_info = g->retry_info;
+    if (g->retry_info) {
+        c->resp.retry_after_ms = g->retry_delay_ms;
+    } else if (c->resp.status == 200) {
+        c->resp.retry_after_ms = 0;     /* Retry-After is HTTP's, not gRPC's */
+    }
+}
+
 static void
 transfer_done(sp_http_transfer_t *t, int curl_result)
 {
@@ -245,10 +390,48 @@ transfer_done(sp_http_transfer_t *t, int curl_result)
         }
     } else {
         curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->resp.status);
+        if (c->grpc) {
+            grpc_done(c);
+        }
     }
     if (done != NULL) {
         done(c->done_ud, &c->resp);
     }
+}
+
+int
+sp_http_response_ok(const sp_http_response_t *r)
+{
+    if (r->grpc) {
+        return r->grpc_status == SP_GRPC_OK;
+    }
+    return r->status >= 200 && r->status < 300;
+}
+
+int
+sp_http_response_retryable(const sp_http_response_t *r)
+{
+    if (r->grpc) {
+        return sp_grpc_retryable(r->grpc_status, r->grpc_retry_info);
+    }
+    return r->status == 0 || r->status == 429 || r->status == 502
+           || r->status == 503 || r->status == 504;
+}
+
+const char *
+sp_http_response_describe(const sp_http_response_t *r, char *buf,
+    size_t len)
+{
+    if (r->grpc) {
+        snprintf(buf, len, "gRPC status %d %s%s%s", r->grpc_status,
+                 sp_grpc_status_name(r->grpc_status),
+                 r->grpc_message[0] != '\0' ? ": " : "", r->grpc_message);
+    } else if (r->status == 0) {
+        snprintf(buf, len, "%s", r->error);
+    } else {
+        snprintf(buf, len, "%ld", r->status);
+    }
+    return buf;
 }
 
 int

@@ -13,7 +13,16 @@
  * sp_http_loop (never blocking the caller), keep-alive connections kept by
  * the loop across transfers, optional gzip of the body, extra headers,
  * https with the system CAs or given CA certificates (PEM bytes read
- * beforehand, never a path opened here), connect and total timeouts. */
+ * beforehand, never a path opened here), connect and total timeouts.
+ *
+ * With conf.grpc, each post is instead a unary gRPC call over HTTP/2 (no
+ * gRPC library): h2c with prior knowledge for http://, ALPN h2 for
+ * https://, the clients of one loop multiplexed on one connection per
+ * host; the body is sent as one length-prefixed message (gzip'd with
+ * grpc-encoding when conf.gzip), content-type application/grpc, te:
+ * trailers, grpc-timeout from the post's timeout, the extra headers as
+ * metadata (names lowercased); the answer's status comes from its
+ * trailers (grpc_response.h) and its body is the response message. */
 
 typedef struct sp_http_client sp_http_client_t;
 
@@ -26,6 +35,7 @@ typedef struct {
     const char         *ca_name;
     uint64_t            connect_timeout_ms;
     int                 gzip;
+    int                 grpc;             /* unary gRPC calls (see above) */
 } sp_http_client_conf_t;
 
 typedef struct {
@@ -34,7 +44,24 @@ typedef struct {
     char      error[384];      /* curl's message on a network error */
     sp_buf_t  body;            /* response body, at most 64 KiB kept */
     char      content_type[64];
+    /* gRPC: 1 when a call was answered (status > 0; a zeroed response is
+     * plain HTTP's); grpc_status is then its status (grpc_status.h),
+     * retry_after_ms RetryInfo's delay, body the response message. */
+    int       grpc;
+    int       grpc_status;
+    int       grpc_retry_info;         /* the answer had a RetryInfo */
+    char      grpc_message[256];
 } sp_http_response_t;
+
+/* What the exporters act on, for HTTP and gRPC alike: the post succeeded
+ * (2xx; gRPC OK); it may be retried (a network error or timeout; HTTP
+ * 429/502/503/504; the OTLP specification's retryable gRPC codes); and
+ * what the collector answered, for a log line: "503", or "gRPC status 14
+ * UNAVAILABLE: message". */
+int sp_http_response_ok(const sp_http_response_t *resp);
+int sp_http_response_retryable(const sp_http_response_t *resp);
+const char *sp_http_response_describe(const sp_http_response_t *resp,
+    char *buf, size_t len);
 
 /* Called once per post, from the loop, with the outcome: resp->status 0
  * on a network error or timeout (resp->error says which). resp belongs to
@@ -47,7 +74,8 @@ sp_http_client_t *sp_http_client_new(sp_http_loop_t *loop,
 void sp_http_client_free(sp_http_client_t *c);
 
 /* Starts POSTing body to url, all done within timeout_ms. body and url
- * must stay as they are until done is called. Returns -1 when a transfer
+ * must stay as they are until done is called. (gRPC: url is the method's,
+ * http(s)://host:port/package.Service/Method; content_type is not used.) Returns -1 when a transfer
  * is already under way or it cannot start (then done is not called). */
 int sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,

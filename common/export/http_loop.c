@@ -88,6 +88,10 @@ sp_http_loop_new(void)
     curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
     curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
+    /* HTTP/2 transfers to one host (gRPC's spans and profiles) share
+     * one connection as streams (libcurl's default since 7.62; said
+     * here, since the worker's one connection depends on it). */
+    curl_multi_setopt(l->multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
     return l;
 }
 

@@ -10,7 +10,8 @@
  * server's event loop watches those sockets (sp_http_loop_drive, then
  * sp_http_loop_io on readiness and at sp_http_loop_deadline).
  * Transfers (http_client.h) complete through their callbacks, called from
- * sp_http_loop_io and sp_http_loop_poll only. One thread at a time. */
+ * sp_http_loop_io and sp_http_loop_poll only. One thread at a time.
+ * HTTP/2 transfers to the same host are multiplexed on one connection. */
 
 #define SP_IO_IN   1u
 #define SP_IO_OUT  2u

@@ -163,15 +163,16 @@ static void
 posted(sp_profile_export_t *pe, const char *url,
     const sp_http_response_t *resp, size_t len)
 {
-    char  status[32];
+    char  status[320], answer[300];
 
-    if (resp->status >= 200 && resp->status < 300) {
+    if (sp_http_response_ok(resp)) {
         pe->exported++;
         pe->bytes_exported += len;
         return;
     }
     pe->bytes_failed += len;
-    snprintf(status, sizeof(status), "status %ld", resp->status);
+    snprintf(status, sizeof(status), "%s%s", resp->grpc ? "" : "status ",
+             sp_http_response_describe(resp, answer, sizeof(answer)));
     fail(pe, "profile export to %s failed: %s", url,
          resp->status ? status : resp->error);
 }

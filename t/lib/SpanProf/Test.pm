@@ -1189,7 +1189,7 @@ sub collect_spans {
     my ($recv, %o) = @_;
     my @all;
     for my $req ($recv->requests) {
-        next unless $req->{method} eq 'POST' && $req->{path} =~ m{/v1/traces$};
+        next unless $req->{method} eq 'POST' && $req->{path} =~ m{/v1/traces$|TraceService/Export$};
         next if $o{accepted_only} && !_accepted($req);
         push @all, _request_spans($recv, $req);
     }
@@ -1392,7 +1392,7 @@ use Time::HiRes qw(time sleep);
 
 sub port { $_[0]{port} }
 sub dir  { $_[0]{dir} }
-sub url  { "http://127.0.0.1:$_[0]{port}" }
+sub url  { $_[0]{url} // "http://127.0.0.1:$_[0]{port}" }   # {url}: GrpcReceiver.pm
 sub receiver_log { SpanProf::Test::_slurp("$_[0]{base}/receiver.log") // "" }
 
 sub requests {

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+# t/grpc_receiver.py - an OTLP/gRPC collector for spanprof's tests: a real
+# gRPC server (Debian's python3-grpcio; generic handlers passing the
+# messages through as bytes, so no generated code), never a hand-made
+# HTTP/2 parser.
+#
+#   /usr/bin/python3 t/grpc_receiver.py --port P --dir D
+#       [--cert C --key K] [--script LIST] [--default ENTRY]
+#       [--profiles-script LIST] [--profiles-default ENTRY]
+#
+# Serves opentelemetry.proto.collector.trace.v1.TraceService/Export and
+# opentelemetry.proto.collector.profiles.v1development.ProfilesService/
+# Export on 127.0.0.1:P: h2c (prior knowledge), or TLS (ALPN h2) with the
+# server certificate C (PEM, with its chain) and key K. Prints "listening
+# on P" once it accepts calls.
+#
+# Every call is stored, before it is answered, as D/<%08d seq>.req, a JSON
+# object in the format t/receiver.pl uses (so SpanProf::Test's receiver
+# methods read it):
+#   { seq, time, conn, method: "POST", path: "/<service>/Export",
+#     version: "HTTP/2", headers: {metadata name: value},
+#     body_b64: the request message (decompressed), action,
+#     grpc_encoding: "gzip" | "identity", peer }
+# written to a temporary file then renamed. conn numbers the client's
+# connections (by peer address), so calls on one connection share it.
+# Message decompression is turned off in the server, so the receiver sees
+# what the client sent: a gzip message (grpc-encoding gzip) is recorded as
+# such and gunzipped here.
+#
+# Each TraceService call is answered with the next entry of --script
+# (comma-separated), then --default (default "ok"); ProfilesService calls
+# with --profiles-script / --profiles-default. Entries:
+#   ok                 OK, an empty Export*ServiceResponse
+#   partial:N          OK, partial_success { rejected_spans (profiles:
+#                      rejected_profiles) N, error_message "test rejection" }
+#   delay:MS           wait MS ms, then OK
+#   CODE               that status (UNAVAILABLE, INVALID_ARGUMENT,
+#                      RESOURCE_EXHAUSTED ...) with message "test CODE"
+#   CODE:retry:MS      the same with grpc-status-details-bin: a
+#                      google.rpc.Status whose details hold a
+#                      google.rpc.RetryInfo { retry_delay MS ms }
+# The stored action is "200" for ok and delay, "partial:N", or the entry.
+# SIGTERM ends it.
+import argparse
+import gzip
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+
+TRACES = 'opentelemetry.proto.collector.trace.v1.TraceService'
+PROFILES = 'opentelemetry.proto.collector.profiles.v1development.ProfilesService'
+
+ap = argparse.ArgumentParser()
+ap.add_argument('--port', type=int, required=True)
+ap.add_argument('--dir', required=True)
+ap.add_argument('--cert')
+ap.add_argument('--key')
+ap.add_argument('--script', default='')
+ap.add_argument('--default', default='ok')
+ap.add_argument('--profiles-script', default='')
+ap.add_argument('--profiles-default', default='ok')
+args = ap.parse_args()
+
+lock = threading.Lock()
+state = {'seq': 0, 'conns': {}}
+scripts = {
+    TRACES: [e.strip() for e in args.script.split(',') if e.strip()],
+    PROFILES: [e.strip() for e in args.profiles_script.split(',') if e.strip()],
+}
+defaults = {TRACES: args.default, PROFILES: args.profiles_default}
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def ld(field, data):
+    return varint(field << 3 | 2) + varint(len(data)) + data
+
+
+def partial(n):
+    # Export{Trace,Profiles}ServiceResponse { partial_success = 1 {
+    #   rejected_{spans,profiles} = 1; error_message = 2 } }
+    ps = varint(1 << 3) + varint(n) + ld(2, b'test rejection')
+    return ld(1, ps)
+
+
+def status_details(code, message, retry_ms):
+    # google.rpc.Status { code = 1; message = 2; details = 3 (Any) },
+    # the Any holding google.rpc.RetryInfo { retry_delay = 1 (Duration) }.
+    d = duration_pb2.Duration(seconds=retry_ms // 1000,
+                              nanos=(retry_ms % 1000) * 1000000)
+    retry_info = ld(1, d.SerializeToString())
+    a = any_pb2.Any(type_url='type.googleapis.com/google.rpc.RetryInfo',
+                    value=retry_info)
+    return (varint(1 << 3) + varint(code) + ld(2, message.encode())
+            + ld(3, a.SerializeToString()))
+
+
+def store(service, request, context, action):
+    now = time.time()
+    md = {}
+    for k, v in context.invocation_metadata():
+        md[k] = v if isinstance(v, str) else v.decode('latin-1')
+    enc = 'identity'
+    if request[:2] == b'\x1f\x8b':
+        enc = 'gzip'
+        request = gzip.decompress(request)
+    peer = context.peer()
+    with lock:
+        state['seq'] += 1
+        seq = state['seq']
+        conn = state['conns'].setdefault(peer, len(state['conns']) + 1)
+    rec = {
+        'seq': seq, 'time': now, 'conn': conn, 'method': 'POST',
+        'path': '/%s/Export' % service, 'version': 'HTTP/2',
+        'headers': md, 'body_b64': __import__('base64').b64encode(request).decode(),
+        'action': action, 'grpc_encoding': enc, 'peer': peer,
+    }
+    tmp = os.path.join(args.dir, '.%08d.tmp' % seq)
+    with open(tmp, 'w') as f:
+        json.dump(rec, f)
+    os.rename(tmp, os.path.join(args.dir, '%08d.req' % seq))
+
+
+def next_entry(service):
+    with lock:
+        s = scripts[service]
+        return s.pop(0) if s else defaults[service]
+
+
+def handler(service):
+    def export(request, context):
+        entry = next_entry(service)
+        parts = entry.split(':')
+        if parts[0] == 'ok':
+            store(service, request, context, '200')
+            return b''
+        if parts[0] == 'delay':
+            store(service, request, context, '200')
+            time.sleep(int(parts[1]) / 1000.0)
+            return b''
+        if parts[0] == 'partial':
+            store(service, request, context, entry)
+            return partial(int(parts[1]))
+        code = getattr(grpc.StatusCode, parts[0])
+        store(service, request, context, entry)
+        msg = 'test %s' % parts[0]
+        if len(parts) == 3 and parts[1] == 'retry':
+            context.set_trailing_metadata((
+                ('grpc-status-details-bin',
+                 status_details(code.value[0], msg, int(parts[2]))),
+            ))
+        context.abort(code, msg)
+    return grpc.method_handlers_generic_handler(service, {
+        'Export': grpc.unary_unary_rpc_method_handler(export),
+    })
+
+
+server = grpc.server(
+    futures.ThreadPoolExecutor(max_workers=16),
+    handlers=[handler(TRACES), handler(PROFILES)],
+    options=[('grpc.per_message_decompression', 0),
+             ('grpc.max_receive_message_length', 64 * 1024 * 1024)])
+addr = '127.0.0.1:%d' % args.port
+if args.cert:
+    with open(args.cert, 'rb') as f:
+        cert = f.read()
+    with open(args.key, 'rb') as f:
+        key = f.read()
+    server.add_secure_port(addr, grpc.ssl_server_credentials([(key, cert)]))
+else:
+    server.add_insecure_port(addr)
+server.start()
+print('listening on %d' % args.port, flush=True)
+
+
+def stop(*_):
+    server.stop(0)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, stop)
+server.wait_for_termination()
