@@ -8,7 +8,9 @@
  * HTTP/1.1 keep-alive. Bodies sent to .../v1/traces are not stored: their
  * spans are counted by walking the protobuf wire format
  * (ExportTraceServiceRequest.resource_spans[].scope_spans[].spans[]), which
- * costs far less than decoding them. With --dump DIR each trace body is also
+ * costs far less than decoding them; an OTLP/JSON body (protocol http/json,
+ * starting with '{') by counting its "spanId" keys (spanprof's spans have
+ * no links). With --dump DIR each trace body is also
  * written to DIR/NNNNNN.pb, so the count can be checked against protoc.
  *
  * "GET /stats" answers one line of counters:
@@ -122,6 +124,23 @@ count_spans(const uint8_t *p, const uint8_t *end, int level)
     return total;
 }
 
+/* Spans of an OTLP/JSON ExportTraceServiceRequest: one "spanId" key each
+ * (a parentSpanId key is "parentSpanId"; a quote inside a string value is
+ * escaped, so no value matches). */
+static long
+count_json_spans(const uint8_t *p, const uint8_t *end)
+{
+    static const char  key[] = "\"spanId\":";
+    const uint8_t     *q;
+    long               total = 0;
+
+    while ((q = memmem(p, (size_t) (end - p), key, sizeof(key) - 1)) != NULL) {
+        total++;
+        p = q + sizeof(key) - 1;
+    }
+    return total;
+}
+
 /* ---- HTTP ----------------------------------------------------------------- */
 
 static void
@@ -228,7 +247,9 @@ process(conn_t *c)
             n_bytes += clen;
             if (strstr(path, "/v1/traces") != NULL) {
                 n_traces++;
-                spans = count_spans(body, body + clen, 0);
+                spans = clen > 0 && body[0] == '{'
+                        ? count_json_spans(body, body + clen)
+                        : count_spans(body, body + clen, 0);
                 if (spans < 0) {
                     n_bad++;
                 } else {

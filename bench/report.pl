@@ -23,7 +23,7 @@ sub min { my $m; for (@_) { $m = $_ if !defined $m || $_ < $m } $m }
 sub max { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } $m }
 sub sum { my $s = 0; $s += $_ for @_; $s }
 
-my @cfgs = qw(A B C D E F);
+my @cfgs = qw(A B C D E F J);
 my %desc = (
     A => 'no module',
     B => 'module loaded, `otel_trace off`',
@@ -31,6 +31,7 @@ my %desc = (
     D => 'C + profiling at 100 Hz',
     E => 'C, collector down (refused)',
     F => 'D + an `otel_api` location (status and control every 250 ms)',
+    J => 'C with `protocol http/json` (OTLP/JSON)',
 );
 my %wdesc = (
     r200   => '`return 200` (`GET /r200`)',
@@ -299,15 +300,15 @@ p "## How it was run", "",
   "```", "",
   "`bench/run` builds the module (`make nginx`) and the tools (`make bench-tools`:",
   "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
-  "- starts six nginx instances, one per configuration, each `worker_processes 1`, with",
+  "- starts seven nginx instances, one per configuration, each `worker_processes 1`, with",
   "  `taskset -c 1 /usr/sbin/nginx -p DIR/ -c DIR/nginx.conf -e DIR/error.log` (master and",
   "  worker on CPU 1; the exporter runs on the worker's own event loop, no thread of its own,",
   "  so its CPU is part of the worker's);",
-  "- starts `taskset -c 0 build/bench/receiver --port P` for C, D and F: an epoll HTTP/1.1",
+  "- starts `taskset -c 0 build/bench/receiver --port P` for C, D, F and J: an epoll HTTP/1.1",
   "  server that answers every request `200` with an empty body and counts the spans of",
   "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
   "  E's endpoint is a port where nothing listens;",
-  "- for each workload, $meta{rounds} rounds of A B C D E F; each run is",
+  "- for each workload, $meta{rounds} rounds of A B C D E F J; each run is",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{warmup}s URL` (warm-up, not counted), then",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{duration}s URL`;",
   "- around each measured run it reads `utime+stime` (fields 14, 15 of `/proc/<worker>/stat`,",
@@ -323,7 +324,8 @@ p "## How it was run", "",
 p "The configuration of C (the others differ as described: A has no `load_module` and no",
   "`otel_*` lines, B has `otel_trace off`, D adds `otel_profiling_rate 100;",
   "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port, F is D",
-  "with `location = /api { otel_api; }` in the measured server):", "",
+  "with `location = /api { otel_api; }` in the measured server, J is C with `protocol http/json;`",
+  "in `otel_exporter`):", "",
   "```nginx", (split /\n/, slurp("$W/nginx-C.conf")), "```", "";
 
 p "## Throughput, CPU and memory", "";
@@ -415,7 +417,8 @@ p "## Receiver check", "",
   "the receiver counted $verify{count} spans in $verify{requests} export requests, and",
   "`protoc --decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest` on the same",
   "bodies found $verify{protoc} (" . (($verify{count} // -1) eq ($verify{protoc} // -2) ? 'equal' : '**different**') . ").",
-  "Receiver totals at the end: C `$meta{recv_c}`; D `$meta{recv_d}`.", "";
+  "Receiver totals at the end: C `$meta{recv_c}`; D `$meta{recv_d}`"
+  . ($meta{recv_j} ? "; J `$meta{recv_j}`" : '') . ".", "";
 
 my $el = slurp("$W/error-lines.txt");
 if ($el) { p "spanprof lines in the error logs (warn and above, last 5 per instance):", "", "```", (map { s/^(\S+) \S+ \S+ /$1 /r } split /\n/, $el), "```", "" }

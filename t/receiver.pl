@@ -33,6 +33,10 @@
 #                  until killed (or until the client closes it)
 #   garbage        200, Content-Type application/x-protobuf, body
 #                  "\xff\xff\xff garbage"
+#   json-partial:N 200, Content-Type application/json, body
+#                  {"partialSuccess":{"rejectedSpans":"N",
+#                  "errorMessage":"test rejection"}} (OTLP/HTTP JSON)
+#   json-garbage   200, Content-Type application/json, body "{not json"
 #
 # The receiver puts itself in its own process group; SIGTERM to the receiver
 # ends its children too. Children also exit when the receiver is gone.
@@ -64,7 +68,7 @@ for my $e (@script, $default) {
 
 sub valid_entry {
     my ($e) = @_;
-    return $e =~ /^(?:[1-5]\d\d|(?:[1-5]\d\d:)?retry-after(?:-date)?:\d+|partial:\d+|hang|garbage)$/;
+    return $e =~ /^(?:[1-5]\d\d|(?:[1-5]\d\d:)?retry-after(?:-date)?:\d+|partial:\d+|hang|garbage|json-partial:\d+|json-garbage)$/;
 }
 
 my $state_file = "$dir/.state";
@@ -318,6 +322,14 @@ sub respond {
         my $ps = "\x08" . varint($1) . "\x12" . varint(length $msg) . $msg;
         $body = "\x0a" . varint(length $ps) . $ps;
         push @hdr, 'Content-Type: application/x-protobuf';
+    }
+    elsif ($action =~ /^json-partial:(\d+)$/) {
+        $body = qq({"partialSuccess":{"rejectedSpans":"$1","errorMessage":"test rejection"}});
+        push @hdr, 'Content-Type: application/json';
+    }
+    elsif ($action eq 'json-garbage') {
+        $body = '{not json';
+        push @hdr, 'Content-Type: application/json';
     }
     elsif ($action eq 'garbage') {
         $body = "\xff\xff\xff garbage";

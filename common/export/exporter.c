@@ -22,6 +22,7 @@
 #include "common/export/file_output.h"
 #include "common/export/grpc_call.h"
 #include "common/export/http_client.h"
+#include "common/export/otlp_http_json.h"
 #include "common/export/otlp_traces.h"
 #include "common/profile/load_shedder.h"
 #include "common/profile/profile_export.h"
@@ -266,6 +267,9 @@ encode_batch(sp_exporter_t *e)
     rc = e->to_file
          ? sp_otlp_traces_encode_json(&e->arena, &e->resource, e->scratch, n,
                                       &b->body)
+         : e->conf.protocol == SP_EXPORT_HTTP_JSON
+         ? sp_otlp_http_json_traces(&e->arena, &e->resource, e->scratch, n,
+                                    &b->body)
          : sp_otlp_traces_encode(&e->arena, &e->resource, e->scratch, n,
                                  &b->body);
     sp_arena_reset(&e->arena);
@@ -344,7 +348,10 @@ send_head(sp_exporter_t *e, uint64_t now)
 
     b->attempts++;
     e->sending = 1;
-    if (sp_http_client_post(e->http, e->url, "application/x-protobuf",
+    if (sp_http_client_post(e->http, e->url,
+                            e->conf.protocol == SP_EXPORT_HTTP_JSON
+                            ? SP_OTLP_HTTP_JSON_CONTENT_TYPE
+                            : "application/x-protobuf",
                             b->body.data, b->body.len, timeout / MS,
                             traces_posted, e) != 0)
     {
@@ -386,8 +393,12 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     if (sp_http_response_ok(resp)) {
         atomic_fetch_add(&e->batches_sent, 1);
         if (resp->body.len > 0
-            && sp_otlp_traces_parse_response(resp->body.data, resp->body.len,
-                                             &rejected, msg, sizeof(msg)) != 0)
+            && (e->conf.protocol == SP_EXPORT_HTTP_JSON
+                ? sp_otlp_http_json_parse_response(resp->body.data,
+                      resp->body.len, "rejectedSpans", &rejected, msg,
+                      sizeof(msg))
+                : sp_otlp_traces_parse_response(resp->body.data,
+                      resp->body.len, &rejected, msg, sizeof(msg))) != 0)
         {
             /* The spans were accepted; only the answer is unreadable. */
             rejected = 0;
@@ -792,11 +803,6 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         if (e->http == NULL) {
             goto nomem;
         }
-    } else if (conf->protocol != SP_EXPORT_HTTP_PROTOBUF) {
-        snprintf(err, errlen, "protocol %s is not supported yet",
-                 sp_export_protocol_name(conf->protocol));
-        exporter_free(e);
-        return NULL;
     } else {
         n = strlen(e->endpoint);
         if (conf->traces_url != NULL && conf->endpoint == NULL) {
@@ -847,6 +853,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             .loop = e->loop,
             .otlp_url = e->profiles_url,
             .otlp_http = &client_conf,
+            .otlp_json = conf->protocol == SP_EXPORT_HTTP_JSON,
             .file = e->to_file ? &e->file : NULL,
             .symbol_files = conf->symbol_files,
             .pyroscope_url = e->pyroscope_url,

@@ -19,7 +19,7 @@
  * blocks, never does I/O and never allocates.
  *
  * endpoint "http(s)://host[:port][/base]": POST {base}/v1/traces (OTLP/HTTP
- * protobuf), retried with exponential backoff with jitter (backoff.h) on
+ * protobuf, or JSON with protocol http/json: otlp_http_json.h), retried with exponential backoff with jitter (backoff.h) on
  * 429/502/503/504 and network errors, honouring Retry-After (no post before
  * the wait is over, the next batch's included), while at most batch_count
  * encoded batches wait (one while the collector keeps failing: the rest

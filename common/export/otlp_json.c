@@ -220,7 +220,9 @@ static int
 is_id_field(const char *name)
 {
     return strcmp(name, "trace_id") == 0 || strcmp(name, "span_id") == 0
-        || strcmp(name, "parent_span_id") == 0;
+        || strcmp(name, "parent_span_id") == 0
+        /* profiles: the Collector's OTLP/JSON reads it as hex too */
+        || strcmp(name, "profile_id") == 0;
 }
 
 /* One value of field f stored at member (an element for repeated fields). */

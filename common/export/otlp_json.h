@@ -9,8 +9,8 @@
  * OTLP's exceptions), on one line, no trailing newline:
  *  - field names in lowerCamelCase (json_name), fields with default values
  *    omitted (proto3), oneof members written when set;
- *  - trace_id, span_id and parent_span_id (any bytes field with those names)
- *    as lowercase hex, other bytes fields as base64;
+ *  - trace_id, span_id, parent_span_id and profile_id (any bytes field with
+ *    those names) as lowercase hex, other bytes fields as base64;
  *  - enums as integers; int64/uint64/fixed64/sint64/sfixed64 as decimal
  *    strings; other integers as numbers; doubles as numbers ("NaN",
  *    "Infinity", "-Infinity" as strings); strings escaped per RFC 8259 with

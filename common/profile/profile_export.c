@@ -10,6 +10,7 @@
 #include "common/base/clock.h"
 #include "common/profile/keep_rules.h"
 #include "common/profile/loader_snapshot.h"
+#include "common/export/otlp_http_json.h"
 #include "common/export/otlp_profiles.h"
 #include "common/export/pprof.h"
 #include "common/profile/profile_builder.h"
@@ -275,6 +276,12 @@ encode_otlp(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
 }
 
 static int
+encode_otlp_json(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+{
+    return sp_otlp_http_json_profiles(a, p, out);
+}
+
+static int
 encode_pprof(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
 {
     return sp_pprof_encode_opts(a, p, ud, out);
@@ -358,11 +365,13 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             sp_symbol_redact_profile(pe->redact, &p);
 
             if (pe->otlp != NULL
-                && encode(pe, "OTLP", &p, encode_otlp, NULL,
-                          &pe->otlp_body) == 0)
+                && encode(pe, "OTLP", &p, pe->conf.otlp_json ? encode_otlp_json
+                                                             : encode_otlp,
+                          NULL, &pe->otlp_body) == 0)
             {
-                post(pe, pe->otlp, pe->conf.otlp_url,
-                     "application/x-protobuf", &pe->otlp_body, timeout_ms);
+                post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
+                     ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
+                     &pe->otlp_body, timeout_ms);
             }
             /* Files keep the trace id; Pyroscope gets span labels only. */
             if (pe->conf.file != NULL

@@ -25,6 +25,7 @@ typedef struct {
     sp_http_loop_t       *loop;
     const char           *otlp_url;     /* {base}/v1development/profiles */
     const sp_http_client_conf_t *otlp_http; /* the collector's settings */
+    int                   otlp_json;    /* http/json (otlp_http_json.h) */
     const sp_file_output_t *file;       /* file endpoint: cpu-*.pb.gz */
     const sp_symbol_files_t *symbol_files; /* NULL: by path */
     const char           *pyroscope_url;
