@@ -1,0 +1,179 @@
+#!/usr/bin/perl
+# spanprof serve against a real nginx with the module exporting to it over
+# OTLP/HTTP: spans and CPU samples are stored and read back through the
+# JSON API (search, a trace with CPU per span, a span's flame graph, a
+# route's, a diff of two routes, a worker's whole profile with the samples
+# of no request); bad input (garbage, oversize, wrong type) is answered
+# 400/413/415 and counted; names are escaped; a non-loopback --ui needs
+# --token; a kill -9 keeps what was committed and the database opens again.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use Time::HiRes qw(time sleep);
+use SpanProf::Test;
+use SpanProf::Serve;
+
+need_module();
+need_burn_module();
+plan skip_all => 'spanprof serve not built: ' . serve_bin() unless -x serve_bin();
+
+my $sv = start_serve();
+
+my $ngx = start_nginx(burn => 1, receiver_url => $sv->otlp_url, conf => <<'EOF');
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
+otel_service_name serve-test;
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    add_header X-Trace-Id $otel_trace_id always;
+    add_header X-Span-Id $otel_span_id always;
+    location /slow { spanprof_burn alpha 300; }
+    location /fast { spanprof_burn beta 30; }
+    location /named { otel_span_name $http_x_name; return 200 "named\n"; }
+    location /tick { otel_trace off; otel_profiling off; spanprof_burn beta 3; }
+}
+EOF
+
+my $slow = http_get($ngx->port, '/slow');
+my @fast = map { http_get($ngx->port, '/fast') } 1 .. 3;
+my $evil = '<script>window.pwned=1</script>';
+my $named = http_get($ngx->port, '/named', headers => { 'X-Name' => $evil });
+my $tid = $slow->{headers}{'x-trace-id'};
+my $sid = $slow->{headers}{'x-span-id'};
+ok $tid && $sid, "the /slow request's ids: $tid $sid";
+
+# Spans arrive within 100 ms; profiles every 300 ms (the /tick requests make
+# sure the interval holding the requests' end has samples to export).
+my $trace;
+wait_until(20, sub {
+    http_get($ngx->port, '/tick');
+    my $r = $sv->get("/api/traces/$tid");
+    return 0 unless $r->{status} == 200;
+    $trace = JSON::PP::decode_json($r->{content});
+    my ($s) = grep { $_->{span_id} eq $sid } @{ $trace->{spans} };
+    return 0 unless $s && $s->{cpu_samples} >= 100;
+    return @{ $sv->api('/api/traces', service => 'serve-test') } >= 5;
+});
+
+subtest 'search' => sub {
+    my $svcs = $sv->api('/api/services');
+    ok((grep { $_ eq 'serve-test' } @$svcs), 'service listed') or diag explain $svcs;
+    my $tr = $sv->api('/api/traces', order => 'slowest', service => 'serve-test');
+    ok @$tr >= 5, scalar(@$tr) . ' traces';
+    is $tr->[0]{trace_id}, $tid, 'the slowest trace is /slow';
+    is $tr->[0]{route}, '/slow', 'its route';
+    is $tr->[0]{http_status}, 200, 'its status';
+    my $min = $sv->api('/api/traces', min_duration => '200ms');
+    is_deeply [ map { $_->{trace_id} } @$min ], [$tid], 'min_duration=200ms: only /slow';
+    my $f = $sv->api('/api/traces', route => '/fast');
+    is scalar(@$f), 3, 'route=/fast: its 3 traces';
+    my $none = $sv->api('/api/traces', status => 404);
+    is scalar(@$none), 0, 'status=404: none';
+    my $future = $sv->api('/api/traces', since => '+1h');
+    is scalar(@$future), 0, 'since in the future: none';
+    is $sv->get('/api/traces', status => 'abc')->{status}, 400, 'status=abc: 400';
+    is $sv->get('/api/traces', min_duration => 'soon')->{status}, 400, 'min_duration=soon: 400';
+};
+
+subtest 'a trace: CPU beside wall time' => sub {
+    ok $trace, 'the trace with its samples arrived' or return;
+    my ($s) = grep { $_->{span_id} eq $sid } @{ $trace->{spans} };
+    ok $s, 'the SERVER span';
+    cmp_ok $s->{duration_ns}, '>=', 300e6, 'wall >= 300 ms';
+    # 1000 Hz: a sample is 1 ms of CPU; the burn is 300 ms of CPU.
+    cmp_ok $s->{cpu_ns}, '>=', 150e6, "CPU $s->{cpu_ns} ns >= 150 ms";
+    cmp_ok $s->{cpu_ns}, '<=', 400e6, 'CPU <= 400 ms';
+    is $s->{attributes}{'http.route'}, '/slow', 'attributes kept';
+    is $sv->get('/api/traces/' . ('0' x 31) . '1')->{status}, 404, 'unknown trace: 404';
+    is $sv->get('/api/traces/xyz')->{status}, 400, 'bad id: 400';
+};
+
+sub frames {
+    my ($n, $out, $path) = @_;
+    $out //= {};
+    my $name = $n->{n};
+    $out->{$name} += $n->{t}[0] if defined $path;
+    frames($_, $out, 1) for @{ $n->{c} || [] };
+    return $out;
+}
+
+subtest 'the flame graph of exactly one span' => sub {
+    my $f = $sv->api('/api/flame', trace => $tid, span => $sid);
+    my $fr = frames($f->{tree});
+    my $total = $f->{tree}{t}[0];
+    cmp_ok $total, '>=', 150e6, 'its CPU';
+    cmp_ok $fr->{spanprof_burn_alpha} // 0, '>=', 0.8 * $total,
+        'spanprof_burn_alpha holds >= 80% of it';
+    ok !exists $fr->{spanprof_burn_beta}, 'no frame of the /fast requests';
+    is $sv->get('/api/flame', trace => $tid)->{status}, 400, 'trace without span: 400';
+};
+
+subtest 'a route, a diff, a worker' => sub {
+    my $r = $sv->api('/api/flame', service => 'serve-test', route => '/fast');
+    my $fr = frames($r->{tree});
+    ok $fr->{spanprof_burn_beta}, 'route /fast: its burn frame';
+    ok !$fr->{spanprof_burn_alpha}, 'route /fast: not /slow\'s';
+    my $d = $sv->api('/api/diff', service => 'serve-test', route => '/slow',
+        base_service => 'serve-test', base_route => '/fast');
+    my (%a, %b);
+    my $walk; $walk = sub {
+        my $n = shift;
+        $a{$n->{n}} += $n->{t}[0]; $b{$n->{n}} += $n->{t}[1];
+        $walk->($_) for @{ $n->{c} || [] };
+    };
+    $walk->($d->{tree});
+    ok $a{spanprof_burn_alpha} > 0 && !$b{spanprof_burn_alpha}, 'diff: alpha on the compared side only';
+    ok $b{spanprof_burn_beta} > 0 && !$a{spanprof_burn_beta}, 'diff: beta on the base side only';
+    my $w = $sv->api('/api/flame', pid => ($ngx->worker_pids)[0]);
+    my %top = map { $_->{n} => $_->{t}[0] } @{ $w->{tree}{c} || [] };
+    ok $top{'[no request]'}, 'the worker profile shows the samples of no request as such'
+        or diag explain [ keys %top ];
+    cmp_ok $w->{tree}{t}[0], '>', $top{'[no request]'} // 0, 'and those of requests';
+};
+
+subtest 'names are data, not markup' => sub {
+    my $r = $sv->api('/api/traces', route => '/named');
+    is $r->[0]{name}, $evil, 'the span name round-trips';
+    my $raw = $sv->get('/api/traces', route => '/named')->{content};
+    unlike $raw, qr/<script>/, 'the JSON carries no raw < or > (\\u003c escapes)';
+    like $raw, qr/\\u003cscript\\u003e/, 'escaped';
+};
+
+subtest 'bad input is answered and counted' => sub {
+    my $before = $sv->api('/api/stats');
+    is $sv->post_otlp('/v1/traces', "\x0a\xff\xff\xff\xff\x0f")->{status}, 400, 'malformed protobuf: 400';
+    is $sv->post_otlp('/v1/traces', 'x', 'Content-Encoding' => 'gzip')->{status}, 400, 'bad gzip: 400';
+    is $sv->post_otlp('/v1/traces', 'x' x (17 * 1024 * 1024))->{status}, 413, 'over 16 MiB: 413';
+    is $sv->post_otlp('/v1/traces', '{}', 'Content-Type' => 'text/plain')->{status}, 415, 'text/plain: 415';
+    is $sv->post_otlp('/v1/logs', '')->{status}, 404, '/v1/logs: 404';
+    my $after = $sv->api('/api/stats');
+    is $after->{otlp_bad_requests} - $before->{otlp_bad_requests}, 2, 'two bad requests counted';
+    is $after->{otlp_too_large} - $before->{otlp_too_large}, 1, 'one oversize counted';
+    cmp_ok $after->{otlp_unsupported} - $before->{otlp_unsupported}, '>=', 2, 'unsupported counted';
+    ok kill(0, $sv->pid), 'still running';
+};
+
+subtest 'token' => sub {
+    my $out = `@{[serve_bin()]} serve --ui 0.0.0.0:1 --data /nonexistent 2>&1`;
+    isnt $? >> 8, 0, 'a non-loopback --ui without --token is refused';
+    like $out, qr/--token/, 'saying why';
+    my $t = start_serve(token => 's3cret');
+    is $t->get('/api/services')->{status}, 401, 'no token: 401';
+    is $t->get('/api/services', token => 's3cret')->{status}, 200, '?token=: 200';
+    $t->stop;
+};
+
+subtest 'kill -9 keeps what was committed' => sub {
+    my $n = scalar @{ $sv->api('/api/traces', limit => 1000) };
+    $sv->kill9;
+    $sv->restart;
+    my $m = scalar @{ $sv->api('/api/traces', limit => 1000) };
+    is $m, $n, "the $n traces are there after kill -9 and a restart";
+};
+
+$ngx->stop;
+done_testing;
