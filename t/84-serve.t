@@ -13,6 +13,8 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use SpanProf::Test;
 use SpanProf::Serve;
+use SpanProf::Profile;
+use File::Temp qw(tempdir);
 
 need_module();
 need_burn_module();
@@ -110,6 +112,29 @@ subtest 'the flame graph of exactly one span' => sub {
         'spanprof_burn_alpha holds >= 80% of it';
     ok !exists $fr->{spanprof_burn_beta}, 'no frame of the /fast requests';
     is $sv->get('/api/flame', trace => $tid)->{status}, 400, 'trace without span: 400';
+};
+
+subtest 'the span as a pprof download' => sub {
+    my $r = $sv->get('/api/pprof', trace => $tid, span => $sid);
+    is $r->{status}, 200, '200';
+    like $r->{headers}{'content-disposition'} // '', qr/attachment; filename="spanprof\.pb\.gz"/, 'an attachment';
+    my $p = decode_pprof($r->{content});           # protoc --decode
+    my @s = pprof_samples($p);
+    my ($cpu, $alpha) = (0, 0);
+    for my $x (@s) {
+        $cpu += $x->{values}[1];
+        $alpha += $x->{values}[1] if grep { $_ eq 'spanprof_burn_alpha' } @{ $x->{stack} };
+    }
+    my $f = $sv->api('/api/flame', trace => $tid, span => $sid);
+    is $cpu, $f->{tree}{t}[0], 'its cpu/nanoseconds total is the flame graph\'s';
+    cmp_ok $alpha, '>=', 0.8 * $cpu, 'the burn function holds most of it';
+    my $dir = tempdir(CLEANUP => 1);
+    open(my $fh, '>:raw', "$dir/span.pb.gz") or die; print $fh $r->{content}; close $fh;
+    my ($rc, $out) = go_pprof_raw("$dir/span.pb.gz");
+    SKIP: {
+        skip 'go not installed', 1 unless defined $rc;
+        is $rc, 0, 'go tool pprof reads it' or diag $out;
+    }
 };
 
 subtest 'a route, a diff, a worker' => sub {

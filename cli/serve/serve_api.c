@@ -4,6 +4,7 @@
 
 #include "cli/serve/flame_json.h"
 #include "cli/serve/json_out.h"
+#include "cli/serve/pprof_out.h"
 #include "cli/serve/serve.h"
 #include "cli/serve/ui_assets.h"
 #include "cli/spanprof.h"
@@ -281,6 +282,45 @@ api_flame(serve_t *sv, arg_fn arg, void *ud, int diff, serve_reply_t *r)
     json_ok(r);
 }
 
+static int
+add_pprof(void *ud, const char *stack, int64_t count, int64_t cpu_ns,
+    int in_request)
+{
+    (void) in_request;
+    serve_pprof_add(ud, stack, count, cpu_ns);
+    return 0;
+}
+
+/* /api/pprof: the samples /api/flame would draw, as a gzip'd pprof file. */
+static void
+api_pprof(serve_t *sv, arg_fn arg, void *ud, serve_reply_t *r)
+{
+    serve_sample_query_t  q;
+    uint8_t               tid[16], sid[8];
+    serve_pprof_t        *p;
+
+    if (sample_query(arg, ud, "", &q, tid, sid, r) != 0) {
+        return;
+    }
+    p = serve_pprof_new();
+    if (serve_store_stacks(sv->store, &q, add_pprof, p) != 0) {
+        serve_pprof_free(p);
+        json_error(r, 500, serve_store_error(sv->store));
+        return;
+    }
+    /* The period of one sample at the default 100 Hz rate; the values
+     * carry the exact CPU time anyway. */
+    if (serve_pprof_encode(p, 10000000, &r->body) != 0) {
+        serve_pprof_free(p);
+        json_error(r, 500, "cannot encode the profile");
+        return;
+    }
+    serve_pprof_free(p);
+    r->status = 200;
+    r->content_type = "application/octet-stream";
+    r->disposition = "attachment; filename=\"spanprof.pb.gz\"";
+}
+
 static void
 api_stats(serve_t *sv, serve_reply_t *r)
 {
@@ -326,6 +366,8 @@ serve_api_get(serve_t *sv, const char *url, arg_fn arg, void *ud,
         api_flame(sv, arg, ud, 0, r);
     } else if (strcmp(url, "/api/diff") == 0) {
         api_flame(sv, arg, ud, 1, r);
+    } else if (strcmp(url, "/api/pprof") == 0) {
+        api_pprof(sv, arg, ud, r);
     } else if (strcmp(url, "/api/stats") == 0) {
         api_stats(sv, r);
     } else if ((a = serve_asset_find(url)) != NULL) {

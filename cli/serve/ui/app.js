@@ -257,7 +257,12 @@ async function flamePage() {
   try {
     const r = await api('/api/flame', p);
     view.append(el('h3', { id: 'flame-title', text: 'CPU of ' + title + ': ' + ms(r.tree.t[0]) + ', ' + r.tree.s[0] + ' samples' }));
-    if (p.trace) view.append(el('p', {}, el('a', { href: '#/trace/' + p.trace, text: 'back to the trace' })));
+    const dl = new URLSearchParams(p);
+    if (token) dl.set('token', token);
+    view.append(el('p', {},
+      p.trace ? el('a', { href: '#/trace/' + p.trace, text: 'back to the trace' }) : '',
+      p.trace ? ' · ' : '',
+      el('a', { href: '/api/pprof?' + dl, id: 'pprof-link', download: 'spanprof.pb.gz', text: 'Download pprof (go tool pprof)' })));
     if (!r.tree.s[0]) view.append(el('p', { class: 'muted', text: 'No CPU sample in this selection.' }));
     flame(view, r.tree, false);
   } catch (e) { fail(e); }
