@@ -168,6 +168,43 @@ subtest 'names are data, not markup' => sub {
     like $raw, qr/\\u003cscript\\u003e/, 'escaped';
 };
 
+subtest 'OTLP/JSON, as the OTLP specification writes it' => sub {
+    # The shape of the specification's example (hex ids, integer enums,
+    # 64-bit integers as strings, lowerCamelCase names).
+    my $t = '5b8efff798038103d269b633813fc60c';
+    my $json = <<"EOJ";
+{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"json-svc"}}]},
+ "scopeSpans":[{"scope":{"name":"x"},"spans":[{"traceId":"$t","spanId":"eee19b7ec3c1b174",
+  "parentSpanId":"eee19b7ec3c1b173","name":"GET /json","kind":2,
+  "startTimeUnixNano":"1544712660000000000","endTimeUnixNano":"1544712661000000000",
+  "attributes":[{"key":"http.route","value":{"stringValue":"/json"}},
+                {"key":"http.response.status_code","value":{"intValue":"503"}}],
+  "status":{"code":2}}]}]}]}
+EOJ
+    my $r = $sv->post_otlp('/v1/traces', $json, 'Content-Type' => 'application/json');
+    is $r->{status}, 200, '200';
+    like $r->{headers}{'content-type'}, qr{application/json}, 'answered in JSON';
+    my $tr = $sv->api("/api/traces/$t");
+    my ($s) = @{ $tr->{spans} };
+    is $s->{span_id}, 'eee19b7ec3c1b174', 'span id from hex';
+    is $s->{parent_id}, 'eee19b7ec3c1b173', 'parent id from hex';
+    is $s->{service}, 'json-svc', 'resource';
+    is $s->{kind}, 2, 'kind';
+    is $s->{http_status}, 503, 'intValue as a string';
+    ok $s->{error}, 'status code 2: error';
+    is $s->{duration_ns}, 1e9, 'times as strings';
+    my $bad = $sv->post_otlp('/v1/traces', '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"xyz"}]}]}]}',
+        'Content-Type' => 'application/json');
+    is $bad->{status}, 400, 'a non-hex id: 400';
+    like $bad->{content}, qr/trace_id/, 'naming the field';
+    is $sv->post_otlp('/v1/traces', '{"resourceSpans":', 'Content-Type' => 'application/json')->{status},
+        400, 'truncated JSON: 400';
+    my $part = $sv->post_otlp('/v1/traces', '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"00","spanId":"00"}]}]}]}',
+        'Content-Type' => 'application/json');
+    is $part->{status}, 200, 'a span with short ids: 200';
+    like $part->{content}, qr/"partialSuccess":\{"rejectedSpans":"1"/, 'with partial success';
+};
+
 subtest 'bad input is answered and counted' => sub {
     my $before = $sv->api('/api/stats');
     is $sv->post_otlp('/v1/traces', "\x0a\xff\xff\xff\xff\x0f")->{status}, 400, 'malformed protobuf: 400';

@@ -7,6 +7,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
 #include "cli/serve/json_out.h"
+#include "cli/serve/otlp_json_decode.h"
 #include "cli/serve/otlp_ingest.h"
 
 typedef Opentelemetry__Proto__Common__V1__KeyValue         kv_t;
@@ -169,9 +170,27 @@ store_span(serve_store_t *s, const char *service, const pb_span_t *ps,
     return serve_store_add_span(s, &sp);
 }
 
+/* The request message from protobuf or OTLP/JSON; NULL with r->error. */
+static ProtobufCMessage *
+decode(const ProtobufCMessageDescriptor *d, const uint8_t *body, size_t len,
+    int json, serve_ingest_result_t *r)
+{
+    ProtobufCMessage  *m;
+
+    if (json) {
+        return serve_otlp_json_decode(d, (const char *) body, len, r->error,
+                                      sizeof(r->error));
+    }
+    m = protobuf_c_message_unpack(d, NULL, len, body);
+    if (m == NULL) {
+        snprintf(r->error, sizeof(r->error), "not an %s", d->short_name);
+    }
+    return m;
+}
+
 int
 serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
-    serve_ingest_result_t *r)
+    int json, serve_ingest_result_t *r)
 {
     trace_req_t  *req;
     sp_buf_t      scratch;
@@ -179,11 +198,10 @@ serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
     int           rc = 0, one;
 
     memset(r, 0, sizeof(*r));
-    req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-              NULL, len, body);
+    req = (trace_req_t *) decode(
+        &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
+        body, len, json, r);
     if (req == NULL) {
-        snprintf(r->error, sizeof(r->error),
-                 "not an ExportTraceServiceRequest");
         return -1;
     }
     sp_buf_init(&scratch);
@@ -229,8 +247,7 @@ serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
         rc = 0;
     }
     sp_buf_free(&scratch);
-    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
-        req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     return rc;
 }
 
@@ -413,7 +430,7 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
 
 int
 serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
-    serve_ingest_result_t *r)
+    int json, serve_ingest_result_t *r)
 {
     static const dict_t  empty =
         OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
@@ -424,11 +441,10 @@ serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
     int                  rc = 0, one;
 
     memset(r, 0, sizeof(*r));
-    req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-              NULL, len, body);
+    req = (prof_req_t *) decode(
+        &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+        body, len, json, r);
     if (req == NULL) {
-        snprintf(r->error, sizeof(r->error),
-                 "not an ExportProfilesServiceRequest");
         return -1;
     }
     d = req->dictionary != NULL ? req->dictionary : &empty;
@@ -476,7 +492,6 @@ serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
                  serve_store_error(s));
     }
     sp_buf_free(&stack);
-    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
-        req, NULL);
+    protobuf_c_message_free_unpacked(&req->base, NULL);
     return 0;
 }

@@ -17,11 +17,12 @@ typedef struct {
     char      error[256];   /* why, when rejected or on failure */
 } serve_ingest_result_t;
 
-/* 0 when decoded (r says what was stored), -1 when the body is not the
- * message (r->error says why; nothing stored). */
+/* body is protobuf, or OTLP/JSON when json (otlp_json_decode.h). 0 when
+ * decoded (r says what was stored), -1 when the body is not the message
+ * (r->error says why; nothing stored). */
 int serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
-    serve_ingest_result_t *r);
+    int json, serve_ingest_result_t *r);
 int serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
-    serve_ingest_result_t *r);
+    int json, serve_ingest_result_t *r);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <microhttpd.h>
 
+#include "cli/serve/json_out.h"
 #include "cli/serve/otlp_ingest.h"
 #include "cli/serve/serve.h"
 #include "cli/spanprof.h"
@@ -132,7 +133,7 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
     size_t                  len;
     sp_buf_t                plain, resp;
     serve_ingest_result_t   r;
-    int                     traces, rc;
+    int                     traces, rc, json;
     enum MHD_Result         ret;
 
     (void) version;
@@ -166,14 +167,16 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
     ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                         "Content-Type");
-    if (ctype == NULL
-        || strncasecmp(ctype, "application/x-protobuf", 22) != 0)
+    json = ctype != NULL && strncasecmp(ctype, "application/json", 16) == 0;
+    if (!json && (ctype == NULL
+                  || strncasecmp(ctype, "application/x-protobuf", 22) != 0))
     {
         pthread_mutex_lock(&sv->lock);
         sv->counters.otlp_unsupported++;
         pthread_mutex_unlock(&sv->lock);
         return reply_text(c, 415, "Content-Type must be "
-                                  "application/x-protobuf\n");
+                                  "application/x-protobuf or "
+                                  "application/json\n");
     }
 
     body = u->body.data;
@@ -207,8 +210,8 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
 
     pthread_mutex_lock(&sv->lock);
-    rc = traces ? serve_ingest_traces(sv->store, body, len, &r)
-                : serve_ingest_profiles(sv->store, body, len, &r);
+    rc = traces ? serve_ingest_traces(sv->store, body, len, json, &r)
+                : serve_ingest_profiles(sv->store, body, len, json, &r);
     if (rc != 0) {
         sv->counters.otlp_bad_requests++;
     } else if (traces) {
@@ -225,8 +228,21 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
         return reply_text(c, 400, r.error);
     }
     sp_buf_init(&resp);
-    partial_success(&resp, r.rejected, r.error);
-    ret = reply(c, 200, "application/x-protobuf",
+    if (json) {
+        sp_buf_append_str(&resp, "{");
+        if (r.rejected > 0) {
+            sp_buf_appendf(&resp, "\"partialSuccess\":{\"%s\":\"%llu\","
+                           "\"errorMessage\":",
+                           traces ? "rejectedSpans" : "rejectedProfiles",
+                           (unsigned long long) r.rejected);
+            serve_json_str(&resp, r.error);
+            sp_buf_append_str(&resp, "}");
+        }
+        sp_buf_append_str(&resp, "}");
+    } else {
+        partial_success(&resp, r.rejected, r.error);
+    }
+    ret = reply(c, 200, json ? "application/json" : "application/x-protobuf",
                 resp.data ? (const void *) resp.data : "",
                 resp.len, NULL);
     sp_buf_free(&resp);
