@@ -25,7 +25,8 @@ FUZZ_SRCS    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 
-FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS)
+# spanprof serve: only its parsers (the rest needs SQLite and an HTTP server).
+FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS) cli/serve/otlp_json_decode.c
 FUZZ_SRC_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_GEN_OBJS := $(patsubst $(GEN)/%.c,$(FUZZ_BUILD)/obj/gen/%.o,$(GEN_SRCS))
 FUZZ_OBJS     := $(FUZZ_SRC_OBJS) $(FUZZ_GEN_OBJS)
