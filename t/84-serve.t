@@ -116,7 +116,7 @@ subtest 'the flame graph of exactly one span' => sub {
 
 subtest 'the span as a pprof download' => sub {
     my $r = $sv->get('/api/pprof', trace => $tid, span => $sid);
-    is $r->{status}, 200, '200';
+    is $r->{status}, 200, 'answered 200';
     like $r->{headers}{'content-disposition'} // '', qr/attachment; filename="spanprof\.pb\.gz"/, 'an attachment';
     my $p = decode_pprof($r->{content});           # protoc --decode
     my @s = pprof_samples($p);
@@ -182,7 +182,7 @@ subtest 'OTLP/JSON, as the OTLP specification writes it' => sub {
   "status":{"code":2}}]}]}]}
 EOJ
     my $r = $sv->post_otlp('/v1/traces', $json, 'Content-Type' => 'application/json');
-    is $r->{status}, 200, '200';
+    is $r->{status}, 200, 'answered 200';
     like $r->{headers}{'content-type'}, qr{application/json}, 'answered in JSON';
     my $tr = $sv->api("/api/traces/$t");
     my ($s) = @{ $tr->{spans} };
@@ -227,6 +227,36 @@ subtest 'token' => sub {
     is $t->get('/api/services')->{status}, 401, 'no token: 401';
     is $t->get('/api/services', token => 's3cret')->{status}, 200, '?token=: 200';
     $t->stop;
+};
+
+subtest '--import what the file exporter wrote' => sub {
+    my $dir = tempdir('spanprof-import-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my $fngx = start_nginx(burn => 1, conf => <<"EOC");
+otel_exporter { endpoint file://$dir; interval 100ms; }
+otel_service_name import-test;
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    add_header X-Trace-Id \$otel_trace_id always;
+    add_header X-Span-Id \$otel_span_id always;
+    location /slow { spanprof_burn alpha 200; }
+}
+EOC
+    my $r = http_get($fngx->port, '/slow');
+    $fngx->stop;        # flushes spans and the last profile
+    my $im = start_serve(extra => [ '--import', $dir ]);
+    like $im->log, qr/imported .*: [1-9]\d* spans .* [1-9]\d* samples from [1-9]\d* profiles/,
+        'the import is reported' or diag $im->log;
+    my $t = $im->api('/api/traces/' . $r->{headers}{'x-trace-id'});
+    my ($s) = grep { $_->{span_id} eq $r->{headers}{'x-span-id'} } @{ $t->{spans} };
+    is $s->{service}, 'import-test', 'the span, with its resource';
+    cmp_ok $s->{cpu_samples}, '>=', 100, 'its samples';
+    my $f = $im->api('/api/flame', trace => $r->{headers}{'x-trace-id'}, span => $s->{span_id});
+    ok frames($f->{tree})->{spanprof_burn_alpha}, 'its flame graph';
+    $im->stop;
 };
 
 subtest 'kill -9 keeps what was committed' => sub {

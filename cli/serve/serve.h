@@ -63,6 +63,20 @@ void serve_api_get(serve_t *sv, const char *url,
     const char *(*arg)(void *ud, const char *name), void *ud,
     serve_reply_t *r);
 
+/* --- import_dir.c: what the file exporter wrote ------------------------- */
+
+typedef struct {
+    size_t  lines, bad_lines;       /* of traces.jsonl */
+    size_t  spans, spans_rejected;
+    size_t  profiles, samples;      /* cpu-*.pb.gz files, samples stored */
+} serve_import_stats_t;
+
+/* Stores DIR/traces.jsonl's spans and DIR/cpu-*.pb.gz's samples (bad lines
+ * are skipped with a warning; an undecodable profile ends the process with
+ * a message, as the other commands do); 0, or -1 with err set. */
+int serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
+    char *err, size_t errlen);
+
 /* --- serve_main.c -------------------------------------------------------- */
 
 int cli_serve_main(int argc, char **argv);

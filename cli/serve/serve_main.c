@@ -12,7 +12,7 @@
 
 static const char  help_serve[] =
 "spanprof serve [--otlp ADDR] [--ui ADDR] [--data DIR] [--retention AGE]\n"
-"               [--max-size SIZE] [--token TOKEN]\n"
+"               [--max-size SIZE] [--token TOKEN] [--import DIR]\n"
 "  One process that receives what the modules export and shows it in a\n"
 "  browser: an OTLP/HTTP receiver (POST /v1/traces and\n"
 "  /v1development/profiles, protobuf, gzip or not) storing spans and CPU\n"
@@ -27,7 +27,9 @@ static const char  help_serve[] =
 "                      2g; 0: no bound), oldest deleted first\n"
 "    --token TOKEN     the UI and API ask for ?token=TOKEN or\n"
 "                      \"Authorization: Bearer TOKEN\"; required when --ui\n"
-"                      is not a loopback address\n";
+"                      is not a loopback address\n"
+"    --import DIR      first store what the file exporter wrote in DIR\n"
+"                      (traces.jsonl, cpu-*.pb.gz), then serve\n";
 
 static volatile sig_atomic_t  stopping;
 
@@ -90,7 +92,8 @@ cli_serve_main(int argc, char **argv)
     serve_t           sv;
     struct sigaction  sa;
     char              err[512];
-    const char       *v;
+    const char       *v, *import = NULL;
+    serve_import_stats_t  ist;
     int               i;
     struct timespec   ts = { 0, 200 * 1000000L };
     time_t            last_retain = 0;
@@ -128,6 +131,8 @@ cli_serve_main(int argc, char **argv)
             sv.conf.ui_addr = v;
         } else if (IS("--data")) {
             sv.conf.data_dir = v;
+        } else if (IS("--import")) {
+            import = v;
         } else if (IS("--token")) {
             sv.conf.token = *v ? v : NULL;
         } else if (IS("--retention")) {
@@ -158,6 +163,16 @@ cli_serve_main(int argc, char **argv)
         cli_die("serve: %s", err);
     }
     pthread_mutex_init(&sv.lock, NULL);
+    if (import != NULL) {
+        if (serve_import_dir(&sv, import, &ist, err, sizeof(err)) != 0) {
+            serve_store_close(sv.store);
+            cli_die("serve: --import: %s", err);
+        }
+        printf("spanprof serve: imported %s: %zu spans (%zu lines, %zu bad, "
+               "%zu spans refused), %zu samples from %zu profiles\n",
+               import, ist.spans, ist.lines, ist.bad_lines,
+               ist.spans_rejected, ist.samples, ist.profiles);
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
