@@ -193,7 +193,7 @@ cli_serve_main(int argc, char **argv)
 
     while (!stopping) {
         nanosleep(&ts, NULL);
-        if (time(NULL) - last_retain >= 10) {
+        if (time(NULL) - last_retain >= 1) {
             last_retain = time(NULL);
             pthread_mutex_lock(&sv.lock);
             if (serve_store_retain(sv.store, cli_now_ns(),
