@@ -59,7 +59,7 @@ ok wait_until(20, sub {
 
 my $shots = repo_root() . '/build/test-artifacts/serve-ui';
 make_path($shots);
-my $json = `/usr/bin/python3 t/serve_ui.py @{[ $sv->ui_url ]}/ $shots /evil 2>&1`;
+my $json = `/usr/bin/python3 t/serve_ui.py @{[ $sv->ui_url ]}/ $shots spanprof_burn_alpha /evil 2>&1`;
 my ($line) = $json =~ /^(\{.*\})\s*$/m;
 my $o = eval { decode_json($line // '') } || {};
 is $o->{error}, undef, 'the browser went through every step' or diag $json;

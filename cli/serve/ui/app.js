@@ -120,7 +120,7 @@ async function tracePage(id) {
       bar.style.width = Math.max(0.2, s.duration_ns / total * 100) + '%';
       const name = el('td', { class: 'span-name', text: s.name || '' });
       name.style.paddingLeft = (8 + 14 * depth[s.span_id]) + 'px';
-      tb.append(el('tr', { class: 'row span-row', 'data-span': s.span_id,
+      tb.append(el('tr', { class: 'row span-row', 'data-span': s.span_id, 'data-samples': s.cpu_samples,
         on: { click: () => go('#/flame', { trace: t.trace_id, span: s.span_id }) } },
         name,
         el('td', { text: s.service || '' }),
