@@ -20,8 +20,9 @@ static const char *const  stmt_sql[ST_N] = {
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_SPAN] =
         "INSERT INTO spans(trace_id, span_id, parent_id, service, name, kind,"
-        " route, method, target, http_status, error, start_ns, end_ns, attrs)"
-        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+        " route, method, target, http_status, error, start_ns, end_ns,"
+        " dur_ns, attrs)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13-?12,?14)",
     [ST_STACK_PUT] =
         "INSERT INTO stacks(stack) VALUES(?1) ON CONFLICT(stack) DO NOTHING",
     [ST_STACK_GET] = "SELECT id FROM stacks WHERE stack = ?1",
@@ -38,10 +39,13 @@ static const char  schema[] =
     " id INTEGER PRIMARY KEY, trace_id BLOB NOT NULL, span_id BLOB NOT NULL,"
     " parent_id BLOB, service TEXT, name TEXT, kind INTEGER, route TEXT,"
     " method TEXT, target TEXT, http_status INTEGER, error INTEGER,"
-    " start_ns INTEGER, end_ns INTEGER, attrs TEXT);"
+    " start_ns INTEGER, end_ns INTEGER, dur_ns INTEGER, attrs TEXT);"
     "CREATE INDEX IF NOT EXISTS spans_trace ON spans(trace_id);"
     "CREATE INDEX IF NOT EXISTS spans_span ON spans(span_id);"
     "CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);"
+    /* The search's two orders, over SERVER spans (kind 2). */
+    "CREATE INDEX IF NOT EXISTS spans_kind_dur ON spans(kind, dur_ns);"
+    "CREATE INDEX IF NOT EXISTS spans_kind_start ON spans(kind, start_ns);"
     "CREATE INDEX IF NOT EXISTS spans_route"
     " ON spans(service, route, start_ns);"
     "CREATE TABLE IF NOT EXISTS stacks("
@@ -471,32 +475,41 @@ span_members(sp_buf_t *out, sqlite3_stmt *st, int c)
                               - sqlite3_column_int64(st, c + 11)));
 }
 
+/* Bounds the rows a search reads to find `limit` distinct traces (a trace
+ * with many SERVER spans shows once). */
+#define SEARCH_MAX_ROWS  100000
+
 int
 serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sp_buf_t *out)
 {
-    sqlite3_stmt  *st;
-    int            rc, first = 1;
+    sqlite3_stmt  *st, *cnt;
+    int            rc, found = 0, rows = 0;
     const char    *sql;
+    uint8_t      (*seen)[16];
 
-    /* One row per trace: its earliest matching SERVER span (SQLite gives
-     * the bare columns of the row that holds min()). */
+    /* Walks the SERVER spans in the index of the order asked (duration or
+     * start, descending) and keeps the first span of each trace: no
+     * GROUP BY, so a search reads about `limit` rows, not the table. */
     sql = q->slowest
-        ? "SELECT " SPAN_COLS ", min(start_ns),"
-          " (SELECT count(*) FROM spans t WHERE t.trace_id = s.trace_id)"
-          " FROM spans s WHERE kind = 2"
+        ? "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
           " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
           " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
-          " AND end_ns - start_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
-          " GROUP BY trace_id ORDER BY end_ns - start_ns DESC LIMIT ?8"
-        : "SELECT " SPAN_COLS ", min(start_ns),"
-          " (SELECT count(*) FROM spans t WHERE t.trace_id = s.trace_id)"
-          " FROM spans s WHERE kind = 2"
+          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
+          " ORDER BY dur_ns DESC"
+        : "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
           " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
           " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
-          " AND end_ns - start_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
-          " GROUP BY trace_id ORDER BY start_ns DESC LIMIT ?8";
+          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
+          " ORDER BY start_ns DESC";
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM spans"
+                           " WHERE trace_id = ?1", -1, &cnt, NULL)
+        != SQLITE_OK)
+    {
+        sqlite3_finalize(st);
         return fail(s, "prepare");
     }
     bind_text(st, 1, q->service);
@@ -506,16 +519,45 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sqlite3_bind_int64(st, 5, q->min_duration_ns);
     sqlite3_bind_int64(st, 6, q->from_ns);
     sqlite3_bind_int64(st, 7, q->to_ns);
-    sqlite3_bind_int(st, 8, q->limit);
+    seen = calloc((size_t) q->limit + 1, 16);
+    if (seen == NULL) {
+        sqlite3_finalize(st);
+        sqlite3_finalize(cnt);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
 
     sp_buf_append_char(out, '[');
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        sp_buf_append_str(out, first ? "{" : ",{");
-        first = 0;
+    while (found < q->limit && rows++ < SEARCH_MAX_ROWS
+           && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    {
+        const void  *tid = sqlite3_column_blob(st, 0);
+        int          i, dup = 0;
+
+        if (tid == NULL || sqlite3_column_bytes(st, 0) != 16) {
+            continue;
+        }
+        for (i = 0; i < found && !dup; i++) {
+            dup = memcmp(seen[i], tid, 16) == 0;
+        }
+        if (dup) {
+            continue;
+        }
+        memcpy(seen[found], tid, 16);
+        sp_buf_append_str(out, found++ ? ",{" : "{");
         span_members(out, st, 0);
-        sp_buf_appendf(out, ",\"spans\":%d}", sqlite3_column_int(st, 14));
+        sqlite3_bind_blob(cnt, 1, tid, 16, SQLITE_TRANSIENT);
+        sp_buf_appendf(out, ",\"spans\":%d}",
+                       sqlite3_step(cnt) == SQLITE_ROW
+                       ? sqlite3_column_int(cnt, 0) : 0);
+        sqlite3_reset(cnt);
+    }
+    if (found >= q->limit || rows > SEARCH_MAX_ROWS) {
+        rc = SQLITE_DONE;
     }
     sp_buf_append_char(out, ']');
+    free(seen);
+    sqlite3_finalize(cnt);
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : fail(s, "search traces");
 }
