@@ -9,6 +9,7 @@
 #include "cli/serve/json_out.h"
 #include "cli/serve/otlp_json_decode.h"
 #include "cli/serve/otlp_ingest.h"
+#include "cli/serve/wire_read.h"
 
 typedef Opentelemetry__Proto__Common__V1__KeyValue         kv_t;
 typedef Opentelemetry__Proto__Common__V1__AnyValue         any_t;
@@ -55,119 +56,12 @@ attr_int(kv_t *const *kvs, size_t n, const char *key)
     return v != NULL && v->value_case == ANY(INT_VALUE) ? v->int_value : 0;
 }
 
-/* {"key":value,...}: strings, integers (as numbers), booleans, doubles;
- * other kinds as their type's name. */
-static void
-attrs_json(sp_buf_t *out, kv_t *const *kvs, size_t n)
-{
-    size_t  i;
-
-    sp_buf_append_char(out, '{');
-    for (i = 0; i < n; i++) {
-        const any_t  *v = kvs[i]->value;
-
-        if (i > 0) {
-            sp_buf_append_char(out, ',');
-        }
-        serve_json_str(out, kvs[i]->key != NULL ? kvs[i]->key : "");
-        sp_buf_append_char(out, ':');
-        if (v == NULL) {
-            sp_buf_append_str(out, "null");
-            continue;
-        }
-        switch (v->value_case) {
-        case ANY(STRING_VALUE):
-            serve_json_str(out, v->string_value);
-            break;
-        case ANY(BOOL_VALUE):
-            sp_buf_append_str(out, v->bool_value ? "true" : "false");
-            break;
-        case ANY(INT_VALUE):
-            sp_buf_appendf(out, "%" PRId64, v->int_value);
-            break;
-        case ANY(DOUBLE_VALUE):
-            if (v->double_value == v->double_value
-                && v->double_value < 1e300 && v->double_value > -1e300)
-            {
-                sp_buf_appendf(out, "%.17g", v->double_value);
-            } else {
-                sp_buf_append_str(out, "null");
-            }
-            break;
-        default:
-            serve_json_str(out, "(structured value)");
-            break;
-        }
-    }
-    sp_buf_append_char(out, '}');
-}
-
 static const char *
 resource_service(const resource_t *r)
 {
     return r != NULL ? attr_str(r->attributes, r->n_attributes,
                                 "service.name")
                      : NULL;
-}
-
-/* --- traces -------------------------------------------------------------- */
-
-static int
-store_span(serve_store_t *s, const char *service, const pb_span_t *ps,
-    sp_buf_t *scratch)
-{
-    serve_span_t  sp;
-    const char   *addr;
-    char          peer[300];
-    int64_t       port;
-
-    memset(&sp, 0, sizeof(sp));
-    if (ps->trace_id.len != 16 || ps->span_id.len != 8) {
-        return 1;
-    }
-    memcpy(sp.trace_id, ps->trace_id.data, 16);
-    memcpy(sp.span_id, ps->span_id.data, 8);
-    if (ps->parent_span_id.len == 8) {
-        memcpy(sp.parent_id, ps->parent_span_id.data, 8);
-        sp.has_parent = 1;
-    }
-    sp.service = service;
-    sp.name = ps->name;
-    sp.kind = (int) ps->kind;
-    sp.route = attr_str(ps->attributes, ps->n_attributes, "http.route");
-    sp.method = attr_str(ps->attributes, ps->n_attributes,
-                         "http.request.method");
-    sp.target = attr_str(ps->attributes, ps->n_attributes, "url.path");
-    if (sp.target == NULL) {
-        addr = attr_str(ps->attributes, ps->n_attributes, "server.address");
-        port = attr_int(ps->attributes, ps->n_attributes, "server.port");
-        if (addr != NULL) {
-            if (port > 0) {
-                snprintf(peer, sizeof(peer), "%.256s:%" PRId64, addr, port);
-            } else {
-                snprintf(peer, sizeof(peer), "%.256s", addr);
-            }
-            sp.target = peer;
-        }
-    }
-    sp.http_status = (int) attr_int(ps->attributes, ps->n_attributes,
-                                    "http.response.status_code");
-    sp.error = ps->status != NULL
-               && ps->status->code
-                  == OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR;
-    sp.start_ns = (int64_t) (ps->start_time_unix_nano & INT64_MAX);
-    sp.end_ns = (int64_t) (ps->end_time_unix_nano & INT64_MAX);
-    if (sp.end_ns < sp.start_ns) {
-        sp.end_ns = sp.start_ns;
-    }
-    sp_buf_reset(scratch);
-    attrs_json(scratch, ps->attributes, ps->n_attributes);
-    sp_buf_append_char(scratch, '\0');
-    if (sp_buf_failed(scratch)) {
-        return -1;
-    }
-    sp.attrs_json = (const char *) scratch->data;
-    return serve_store_add_span(s, &sp);
 }
 
 /* The request message from protobuf or OTLP/JSON; NULL with r->error. */
@@ -188,67 +82,340 @@ decode(const ProtobufCMessageDescriptor *d, const uint8_t *body, size_t len,
     return m;
 }
 
-int
-serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
-    int json, serve_ingest_result_t *r)
-{
-    trace_req_t  *req;
-    sp_buf_t      scratch;
-    size_t        i, j, k;
-    int           rc = 0, one;
+/* --- traces ---------------------------------------------------------------
+ * Read in place from the wire format: the hot path (a span is a few
+ * hundred bytes; protobuf-c's unpack would allocate for every attribute). */
 
-    memset(r, 0, sizeof(*r));
-    req = (trace_req_t *) decode(
-        &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
-        body, len, json, r);
-    if (req == NULL) {
+static int
+slice_is(const serve_field_t *f, const char *s)
+{
+    size_t  n = strlen(s);
+
+    return f->len == n && memcmp(f->data, s, n) == 0;
+}
+
+/* An attribute (KeyValue) of interest to the columns: its value when it is
+ * a string (*str) or an integer (*num). */
+static void
+span_attr(serve_span_t *sp, const serve_field_t *kvf, serve_str_t *server,
+    int64_t *port)
+{
+    serve_wire_t   w, vw;
+    serve_field_t  f, key = { 0 }, val = { 0 };
+    int            have_key = 0, have_val = 0;
+
+    serve_wire_init(&w, kvf->data, kvf->len);
+    while (serve_wire_next(&w, &f)) {
+        if (f.num == 1 && f.type == 2) {
+            key = f;
+            have_key = 1;
+        } else if (f.num == 2 && f.type == 2) {
+            serve_wire_init(&vw, f.data, f.len);
+            have_val = serve_wire_next(&vw, &val);
+        }
+    }
+    if (!have_key || !have_val) {
+        return;
+    }
+    if (val.num == 1 && val.type == 2) {            /* string_value */
+        serve_str_t  v = { (const char *) val.data, val.len };
+
+        if (slice_is(&key, "http.route")) {
+            sp->route = v;
+        } else if (slice_is(&key, "http.request.method")) {
+            sp->method = v;
+        } else if (slice_is(&key, "url.path")) {
+            sp->target = v;
+        } else if (slice_is(&key, "server.address")) {
+            *server = v;
+        }
+    } else if (val.num == 3 && val.type == 0) {     /* int_value */
+        if (slice_is(&key, "http.response.status_code")) {
+            sp->http_status = (int) (int64_t) val.v;
+        } else if (slice_is(&key, "server.port")) {
+            *port = (int64_t) val.v;
+        }
+    }
+}
+
+/* One Span message: 0 stored, 1 refused (bad ids), -1 malformed or a store
+ * failure (r->error says which). */
+static int
+ingest_span(serve_store_t *s, serve_str_t service, const uint8_t *p,
+    size_t len, sp_buf_t *attrs, serve_ingest_result_t *r)
+{
+    serve_wire_t   w, sw;
+    serve_field_t  f, g;
+    serve_span_t   sp;
+    serve_str_t    server = { NULL, 0 };
+    int64_t        port = 0;
+    char           peer[300];
+    int            have_tid = 0, have_sid = 0;
+    uint8_t        hdr[11];
+    size_t         h;
+    uint64_t       n;
+
+    memset(&sp, 0, sizeof(sp));
+    sp.service = service;
+    sp_buf_reset(attrs);
+    serve_wire_init(&w, p, len);
+    while (serve_wire_next(&w, &f)) {
+        switch (f.num) {
+        case 1:
+            if (f.type == 2 && f.len == 16) {
+                memcpy(sp.trace_id, f.data, 16);
+                have_tid = 1;
+            }
+            break;
+        case 2:
+            if (f.type == 2 && f.len == 8) {
+                memcpy(sp.span_id, f.data, 8);
+                have_sid = 1;
+            }
+            break;
+        case 4:
+            if (f.type == 2 && f.len == 8) {
+                memcpy(sp.parent_id, f.data, 8);
+                sp.has_parent = 1;
+            }
+            break;
+        case 5:
+            if (f.type == 2) {
+                sp.name.p = (const char *) f.data;
+                sp.name.len = f.len;
+            }
+            break;
+        case 6:
+            if (f.type == 0) {
+                sp.kind = (int) f.v;
+            }
+            break;
+        case 7:
+            if (f.type == 1) {
+                sp.start_ns = (int64_t) (f.v & INT64_MAX);
+            }
+            break;
+        case 8:
+            if (f.type == 1) {
+                sp.end_ns = (int64_t) (f.v & INT64_MAX);
+            }
+            break;
+        case 9:
+            if (f.type == 2) {
+                span_attr(&sp, &f, &server, &port);
+                /* Kept as the field it came as: tag, length, KeyValue. */
+                h = 0;
+                hdr[h++] = 0x4a;
+                for (n = f.len; n >= 0x80; n >>= 7) {
+                    hdr[h++] = (uint8_t) (n | 0x80);
+                }
+                hdr[h++] = (uint8_t) n;
+                sp_buf_append(attrs, hdr, h);
+                sp_buf_append(attrs, f.data, f.len);
+            }
+            break;
+        case 15:
+            if (f.type == 2) {
+                serve_wire_init(&sw, f.data, f.len);
+                while (serve_wire_next(&sw, &g)) {
+                    if (g.num == 3 && g.type == 0 && g.v == 2) {
+                        sp.error = 1;
+                    }
+                }
+            }
+            break;
+        }
+    }
+    if (w.bad) {
+        snprintf(r->error, sizeof(r->error), "a malformed Span");
         return -1;
     }
-    sp_buf_init(&scratch);
-    if (serve_store_begin(s) != 0) {
-        rc = -2;
+    if (!have_tid || !have_sid) {
+        snprintf(r->error, sizeof(r->error), "a span without a 16-byte "
+                 "trace id and an 8-byte span id");
+        return 1;
     }
-    for (i = 0; rc == 0 && i < req->n_resource_spans; i++) {
-        const char  *service = resource_service(req->resource_spans[i]
-                                                    ->resource);
+    if (sp.target.p == NULL && server.p != NULL) {
+        if (port > 0) {
+            snprintf(peer, sizeof(peer), "%.*s:%" PRId64,
+                     (int) (server.len > 256 ? 256 : server.len), server.p,
+                     port);
+        } else {
+            snprintf(peer, sizeof(peer), "%.*s",
+                     (int) (server.len > 256 ? 256 : server.len), server.p);
+        }
+        sp.target.p = peer;
+        sp.target.len = strlen(peer);
+    }
+    if (sp.end_ns < sp.start_ns) {
+        sp.end_ns = sp.start_ns;
+    }
+    if (sp_buf_failed(attrs)) {
+        snprintf(r->error, sizeof(r->error), "out of memory");
+        return -1;
+    }
+    sp.attrs = attrs->data;
+    sp.attrs_len = attrs->len;
+    if (serve_store_add_span(s, &sp) != 0) {
+        snprintf(r->error, sizeof(r->error), "cannot store: %s",
+                 serve_store_error(s));
+        return -2;
+    }
+    return 0;
+}
 
-        for (j = 0; rc == 0 && j < req->resource_spans[i]->n_scope_spans;
-             j++)
-        {
-            Opentelemetry__Proto__Trace__V1__ScopeSpans  *ss =
-                req->resource_spans[i]->scope_spans[j];
+/* The service.name of a Resource message. */
+static serve_str_t
+wire_service(const uint8_t *p, size_t len)
+{
+    serve_wire_t   w, kv, vw;
+    serve_field_t  f, g, v;
+    serve_str_t    none = { NULL, 0 };
 
-            for (k = 0; k < ss->n_spans; k++) {
-                one = store_span(s, service, ss->spans[k], &scratch);
-                if (one < 0) {
-                    rc = -2;
-                    break;
-                }
-                if (one > 0) {
-                    r->rejected++;
-                    snprintf(r->error, sizeof(r->error),
-                             "a span without a 16-byte trace id and an "
-                             "8-byte span id");
-                } else {
-                    r->accepted++;
+    serve_wire_init(&w, p, len);
+    while (serve_wire_next(&w, &f)) {
+        int  is_name = 0;
+
+        if (f.num != 1 || f.type != 2) {
+            continue;
+        }
+        serve_wire_init(&kv, f.data, f.len);
+        while (serve_wire_next(&kv, &g)) {
+            if (g.num == 1 && g.type == 2) {
+                is_name = slice_is(&g, "service.name");
+            } else if (g.num == 2 && g.type == 2 && is_name) {
+                serve_wire_init(&vw, g.data, g.len);
+                if (serve_wire_next(&vw, &v) && v.num == 1 && v.type == 2) {
+                    serve_str_t  s = { (const char *) v.data, v.len };
+
+                    return s;
                 }
             }
         }
     }
-    if (rc == 0 && serve_store_commit(s) != 0) {
-        rc = -2;
+    return none;
+}
+
+/* Walks ExportTraceServiceRequest > ResourceSpans > ScopeSpans > Span. */
+static int
+ingest_trace_request(serve_store_t *s, const uint8_t *body, size_t len,
+    serve_ingest_result_t *r)
+{
+    serve_wire_t   req, rs, ss;
+    serve_field_t  f, g, h;
+    serve_str_t    service;
+    sp_buf_t       attrs;
+    int            rc = 0, one;
+
+    sp_buf_init(&attrs);
+    serve_wire_init(&req, body, len);
+    while (rc == 0 && serve_wire_next(&req, &f)) {
+        if (f.num != 1 || f.type != 2) {
+            continue;
+        }
+        /* The resource may come after the spans: find it first. */
+        service.p = NULL;
+        service.len = 0;
+        serve_wire_init(&rs, f.data, f.len);
+        while (serve_wire_next(&rs, &g)) {
+            if (g.num == 1 && g.type == 2) {
+                service = wire_service(g.data, g.len);
+            }
+        }
+        serve_wire_init(&rs, f.data, f.len);
+        while (rc == 0 && serve_wire_next(&rs, &g)) {
+            if (g.num != 2 || g.type != 2) {
+                continue;
+            }
+            serve_wire_init(&ss, g.data, g.len);
+            while (rc == 0 && serve_wire_next(&ss, &h)) {
+                if (h.num != 2 || h.type != 2) {
+                    continue;
+                }
+                one = ingest_span(s, service, h.data, h.len, &attrs, r);
+                if (one < 0) {
+                    rc = one;
+                } else if (one > 0) {
+                    r->rejected++;
+                } else {
+                    r->accepted++;
+                }
+            }
+            if (ss.bad) {
+                rc = -1;
+            }
+        }
+        if (rs.bad) {
+            rc = -1;
+        }
     }
-    if (rc != 0) {
-        serve_store_rollback(s);
-        r->rejected += r->accepted;
-        r->accepted = 0;
+    if (req.bad) {
+        rc = -1;
+    }
+    if (rc == -1 && r->error[0] == '\0') {
+        snprintf(r->error, sizeof(r->error),
+                 "not an ExportTraceServiceRequest");
+    }
+    sp_buf_free(&attrs);
+    return rc;
+}
+
+int
+serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
+    int json, serve_ingest_result_t *r)
+{
+    ProtobufCMessage  *m;
+    uint8_t           *pb = NULL;
+    size_t             n;
+    int                rc;
+
+    memset(r, 0, sizeof(*r));
+    if (json) {
+        /* JSON becomes protobuf, then takes the one path. */
+        m = decode(&opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
+                   body, len, 1, r);
+        if (m == NULL) {
+            return -1;
+        }
+        n = protobuf_c_message_get_packed_size(m);
+        pb = malloc(n + 1);
+        if (pb == NULL) {
+            protobuf_c_message_free_unpacked(m, NULL);
+            snprintf(r->error, sizeof(r->error), "out of memory");
+            return -1;
+        }
+        protobuf_c_message_pack(m, pb);
+        protobuf_c_message_free_unpacked(m, NULL);
+        body = pb;
+        len = n;
+    }
+    if (serve_store_begin(s) != 0) {
+        free(pb);
         snprintf(r->error, sizeof(r->error), "cannot store: %s",
                  serve_store_error(s));
-        rc = 0;
+        r->rejected = 0;
+        return 0;
     }
-    sp_buf_free(&scratch);
-    protobuf_c_message_free_unpacked(&req->base, NULL);
-    return rc;
+    rc = ingest_trace_request(s, body, len, r);
+    if (rc == 0 && serve_store_commit(s) != 0) {
+        rc = -2;
+        snprintf(r->error, sizeof(r->error), "cannot store: %s",
+                 serve_store_error(s));
+    }
+    free(pb);
+    if (rc == 0) {
+        return 0;
+    }
+    serve_store_rollback(s);
+    if (rc == -1) {
+        /* Malformed: nothing stored, the request refused. */
+        r->accepted = r->rejected = 0;
+        return -1;
+    }
+    /* The store failed: the whole request is refused, in partial success. */
+    r->rejected += r->accepted;
+    r->accepted = 0;
+    return 0;
 }
 
 /* --- profiles ------------------------------------------------------------ */

@@ -336,13 +336,14 @@ api_stats(serve_t *sv, serve_reply_t *r)
         ",\"api_requests\":%" PRIu64 ",\"api_unauthorized\":%" PRIu64
         ",\"spans_stored\":%" PRIu64 ",\"samples_stored\":%" PRIu64
         ",\"spans_deleted\":%" PRIu64 ",\"samples_deleted\":%" PRIu64
-        ",\"batches_failed\":%" PRIu64 ",\"database_bytes\":%" PRId64 "}",
+        ",\"batches_failed\":%" PRIu64 ",\"rows_lost\":%" PRIu64
+        ",\"database_bytes\":%" PRId64 "}",
         c->otlp_requests, c->otlp_bad_requests, c->otlp_too_large,
         c->otlp_unsupported, c->spans_accepted, c->spans_rejected,
         c->profiles_accepted, c->profiles_rejected, c->api_requests,
         c->api_unauthorized, st.spans_stored, st.samples_stored,
         st.spans_deleted, st.samples_deleted, st.batches_failed,
-        serve_store_size(sv->store));
+        st.rows_lost, serve_store_size(sv->store));
     json_ok(r);
 }
 

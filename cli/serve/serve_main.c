@@ -193,6 +193,11 @@ cli_serve_main(int argc, char **argv)
 
     while (!stopping) {
         nanosleep(&ts, NULL);
+        pthread_mutex_lock(&sv.lock);
+        if (serve_store_flush(sv.store) != 0) {
+            cli_warn("serve: commit: %s", serve_store_error(sv.store));
+        }
+        pthread_mutex_unlock(&sv.lock);
         if (time(NULL) - last_retain >= 1) {
             last_retain = time(NULL);
             pthread_mutex_lock(&sv.lock);

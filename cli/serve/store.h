@@ -3,9 +3,11 @@
 
 /* spanprof serve's database: spans and CPU samples in SQLite, in one file
  * (DIR/spanprof.db, WAL journal), indexed for the UI's and the API's
- * queries. Writes come in batches, one transaction each (serve_store_begin
- * .. commit): a crash loses at most the batch under way, and the file opens
- * again. One thread at a time. */
+ * queries. Writes come in batches (serve_store_begin .. commit: all of a
+ * batch or none), and batches are committed together, at least every
+ * 250 ms or 50,000 rows (serve_store_flush): a crash loses at most that
+ * last uncommitted group, and the file opens again. Queries on the store
+ * see what is not committed yet. One thread at a time. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,23 +16,31 @@
 
 typedef struct serve_store serve_store_t;
 
-/* One span, as ingested (strings not NUL-terminated need not be: lengths
- * are given by the _len fields; NULL: absent). */
+/* A string given by its bytes (not NUL-terminated); p NULL: absent. */
+typedef struct {
+    const char  *p;
+    size_t       len;
+} serve_str_t;
+
+/* One span, as ingested. */
 typedef struct {
     uint8_t      trace_id[16];
     uint8_t      span_id[8];
     uint8_t      parent_id[8];
     int          has_parent;
-    const char  *service;
-    const char  *name;
-    const char  *route;             /* http.route */
-    const char  *method;            /* http.request.method */
-    const char  *target;            /* url.path, or the peer of a CLIENT */
+    serve_str_t  service;
+    serve_str_t  name;
+    serve_str_t  route;             /* http.route */
+    serve_str_t  method;            /* http.request.method */
+    serve_str_t  target;            /* url.path, or the peer of a CLIENT */
     int          kind;              /* OTLP SpanKind */
     int          http_status;       /* 0: none */
     int          error;             /* status code ERROR */
     int64_t      start_ns, end_ns;
-    const char  *attrs_json;        /* {"key":value,...} of all attributes */
+    /* The span's attributes as protobuf: KeyValue messages, each as a
+     * length-delimited field (attrs_json.h reads them back). */
+    const uint8_t *attrs;
+    size_t       attrs_len;
 } serve_span_t;
 
 /* One aggregated sample: a stack (root first, frames joined by ';') and
@@ -53,7 +63,8 @@ typedef struct {
     uint64_t     samples_stored;
     uint64_t     spans_deleted;     /* by retention */
     uint64_t     samples_deleted;
-    uint64_t     batches_failed;    /* a transaction rolled back */
+    uint64_t     batches_failed;    /* a batch rolled back */
+    uint64_t     rows_lost;         /* in a group whose commit failed */
 } serve_store_stats_t;
 
 /* Opens (creating) DIR/spanprof.db; NULL with err set. */
@@ -65,6 +76,10 @@ void serve_store_close(serve_store_t *s);
 int serve_store_begin(serve_store_t *s);
 int serve_store_commit(serve_store_t *s);
 void serve_store_rollback(serve_store_t *s);
+/* Commits what the batches since the last commit hold (also done by
+ * commit when due, retain and close); 0, or -1 when the commit failed
+ * (those rows are lost and counted). Call it every 250 ms or so. */
+int serve_store_flush(serve_store_t *s);
 int serve_store_add_span(serve_store_t *s, const serve_span_t *span);
 int serve_store_add_sample(serve_store_t *s, const serve_sample_t *sample);
 const char *serve_store_error(const serve_store_t *s);
