@@ -153,6 +153,11 @@ subtest 'a route, a diff, a worker' => sub {
     $walk->($d->{tree});
     ok $a{spanprof_burn_alpha} > 0 && !$b{spanprof_burn_alpha}, 'diff: alpha on the compared side only';
     ok $b{spanprof_burn_beta} > 0 && !$a{spanprof_burn_beta}, 'diff: beta on the base side only';
+    my $ws = $sv->api('/api/workers');
+    my ($wk) = grep { $_->{pid} == ($ngx->worker_pids)[0] } @$ws;
+    ok $wk, 'the worker is listed' or diag explain $ws;
+    cmp_ok $wk->{in_requests_ns}, '>', 0, 'with CPU in requests';
+    cmp_ok $wk->{cpu_ns}, '>', $wk->{in_requests_ns}, 'and outside them';
     my $w = $sv->api('/api/flame', pid => ($ngx->worker_pids)[0]);
     my %top = map { $_->{n} => $_->{t}[0] } @{ $w->{tree}{c} || [] };
     ok $top{'[no request]'}, 'the worker profile shows the samples of no request as such'

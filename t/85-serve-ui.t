@@ -84,6 +84,8 @@ like $o->{tooltip} // '', qr/spanprof_burn_alpha.*total [\d.]+ ms CPU.*self [\d.
 like $o->{diff_title} // '', qr{/slow}, 'the diff page of the route';
 ok((grep { /rgba?\(255, \d+, \d+/ } @{ $o->{diff_colours} || [] }), 'the diff is drawn in red/blue')
     or diag explain $o->{diff_colours};
+ok((grep { $_ eq '[no request]' } @{ $o->{worker_frames} || [] }),
+    'a worker\'s whole profile, from the workers page, shows [no request]');
 is $o->{evil_cell}, $evil, 'a span name with markup is shown as text';
 ok !$o->{pwned}, 'and never runs';
 is $o->{script_elements}, 0, 'no script element made it into the page';

@@ -119,6 +119,14 @@ try:
     out['diff_colours'] = sorted(set(f.value_of_css_property('background-color') for f in frames()))
     shot('6-diff')
 
+    # A worker's whole profile: the samples of no request shown as such.
+    drv.find_element(By.ID, 'workers-link').click()
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr.worker-row')))
+    drv.find_element(By.CSS_SELECTOR, 'tr.worker-row').click()
+    wait.until(lambda d: len(frames()) > 0)
+    out['worker_frames'] = sorted(set(f.get_attribute('data-name') for f in frames()))[:200]
+    shot('7-worker')
+
     # Markup in a span name is shown as text.
     if evil_route is None:
         raise StopIteration
@@ -128,7 +136,7 @@ try:
     out['pwned'] = drv.execute_script('return window.pwned === 1')
     out['script_elements'] = drv.execute_script(
         'return document.querySelectorAll("main script").length')
-    shot('7-escaped')
+    shot('8-escaped')
 except StopIteration:
     pass
 except Exception as e:  # reported, not raised: the test says which step failed

@@ -359,6 +359,17 @@ serve_api_get(serve_t *sv, const char *url, arg_fn arg, void *ud,
             return;
         }
         json_ok(r);
+    } else if (strcmp(url, "/api/workers") == 0) {
+        int64_t  from, to;
+
+        if (time_range(arg, ud, &from, &to, r) != 0) {
+            return;
+        }
+        if (serve_store_workers(sv->store, from, to, &r->body) != 0) {
+            json_error(r, 500, serve_store_error(sv->store));
+            return;
+        }
+        json_ok(r);
     } else if (strcmp(url, "/api/traces") == 0) {
         api_traces(sv, arg, ud, r);
     } else if (strncmp(url, "/api/traces/", 12) == 0) {

@@ -676,6 +676,44 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
 }
 
 int
+serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    int            rc, n = 0;
+
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT pid, max(service), sum(count), sum(cpu_ns),"
+            " sum(CASE WHEN span_id IS NULL THEN 0 ELSE cpu_ns END),"
+            " min(time_ns), max(time_ns + duration_ns)"
+            " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2"
+            " GROUP BY pid ORDER BY sum(cpu_ns) DESC LIMIT 1000",
+            -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, from_ns);
+    sqlite3_bind_int64(st, 2, to_ns);
+    sp_buf_append_char(out, '[');
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sp_buf_appendf(out, "%s{\"pid\":%lld,\"service\":", n++ ? "," : "",
+                       (long long) sqlite3_column_int64(st, 0));
+        col_json_str(out, st, 1);
+        sp_buf_appendf(out, ",\"samples\":%lld,\"cpu_ns\":%lld,"
+                       "\"in_requests_ns\":%lld,\"first_ns\":%lld,"
+                       "\"last_ns\":%lld}",
+                       (long long) sqlite3_column_int64(st, 2),
+                       (long long) sqlite3_column_int64(st, 3),
+                       (long long) sqlite3_column_int64(st, 4),
+                       (long long) sqlite3_column_int64(st, 5),
+                       (long long) sqlite3_column_int64(st, 6));
+    }
+    sp_buf_append_char(out, ']');
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "list workers");
+}
+
+int
 serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
     serve_stack_fn fn, void *ud)
 {

@@ -117,6 +117,12 @@ int serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
 int serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_t *out);
 
+/* [{"pid":N,"service":..,"samples":N,"cpu_ns":N,"in_requests_ns":N,
+ *   "first_ns":N,"last_ns":N}, ...]: the workers that sent samples in
+ * [from, to), busiest first. */
+int serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
+    sp_buf_t *out);
+
 /* What a flame graph shows: the samples of a span, of a route's requests
  * in a time range, or of a worker's interval. */
 typedef struct {

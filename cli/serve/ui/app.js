@@ -290,12 +290,39 @@ async function diffPage() {
   } catch (e) { fail(e); }
 }
 
+// --- workers ----------------------------------------------------------------
+
+async function workersPage() {
+  const p = Object.fromEntries(hashParams());
+  crumbs.textContent = 'workers';
+  view.replaceChildren();
+  try {
+    const ws = await api('/api/workers', { since: p.since || '-1h', until: p.until });
+    const tb = el('tbody');
+    for (const w of ws) {
+      tb.append(el('tr', { class: 'row worker-row', on: { click: () => go('#/flame', { pid: w.pid, since: p.since || '-1h' }) } },
+        el('td', { class: 'num', text: w.pid }),
+        el('td', { text: w.service || '' }),
+        el('td', { class: 'num', text: ms(w.cpu_ns) }),
+        el('td', { class: 'num', text: w.cpu_ns ? (100 * w.in_requests_ns / w.cpu_ns).toFixed(1) + '%' : '' }),
+        el('td', { class: 'num', text: w.samples }),
+        el('td', { text: when(w.first_ns) + ' to ' + when(w.last_ns) })));
+    }
+    view.append(el('p', {}, 'Each worker\'s whole CPU profile over the last hour: click one. What ran in no request is under [no request].'));
+    view.append(el('table', { id: 'workers' },
+      el('thead', {}, el('tr', {}, ...['pid', 'service', 'CPU', 'in requests', 'samples', 'seen']
+        .map(h => el('th', { text: h })))), tb));
+    if (!ws.length) view.append(el('p', { class: 'muted', text: 'No profile in this time range.' }));
+  } catch (e) { fail(e); }
+}
+
 function route() {
   tip.hidden = true;
   const h = location.hash.split('?')[0];
   if (h.startsWith('#/trace/')) return tracePage(h.slice(8));
   if (h === '#/flame') return flamePage();
   if (h === '#/diff') return diffPage();
+  if (h === '#/workers') return workersPage();
   return searchPage();
 }
 
