@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# spanprof serve against a real nginx with the module exporting to it over
+# spanprof serve against a real nginx (and Apache) with the module exporting to it over
 # OTLP/HTTP: spans and CPU samples are stored and read back through the
 # JSON API (search, a trace with CPU per span, a span's flame graph, a
 # route's, a diff of two routes, a worker's whole profile with the samples
@@ -232,6 +232,44 @@ subtest 'token' => sub {
     is $t->get('/api/services')->{status}, 401, 'no token: 401';
     is $t->get('/api/services', token => 's3cret')->{status}, 200, '?token=: 200';
     $t->stop;
+};
+
+subtest 'Apache exports to it too' => sub {
+    my @mpms = eval { require SpanProf::Apache; SpanProf::Apache::apache_mpms() };
+    unless (@mpms && -f SpanProf::Apache::apache_module_path()) {
+        plan skip_all => 'the Apache module is not built';
+    }
+    my $ap = SpanProf::Apache::start_apache(mpm => 'event', burn => 1, servers => 1,
+        receiver_url => $sv->otlp_url, conf => <<'EOC');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.2
+OtelServiceName apache-serve
+OtelProfilingInterval 0.3
+OtelProfilingRate 1000
+OtelTrace On
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+EOC
+    my $r = SpanProf::Test::http_get($ap->port, '/burn?fn=alpha&ms=300&n=1');
+    like $r->{content}, qr/^alpha 300 /, 'burned';
+    my $tr;
+    ok wait_until(20, sub {
+        SpanProf::Test::http_get($ap->port, '/burn?fn=beta&ms=5&n=2');
+        my $l = $sv->api('/api/traces', service => 'apache-serve', order => 'slowest', limit => 1);
+        return 0 unless @$l;
+        $tr = $sv->api('/api/traces/' . $l->[0]{trace_id});
+        return $tr->{spans}[0]{cpu_samples} >= 100;
+    }), 'the Apache span and its samples arrived';
+    my $s = $tr->{spans}[0];
+    like $s->{target} // '', qr{^/burn}, 'the /burn span';
+    my $f = $sv->api('/api/flame', trace => $s->{trace_id}, span => $s->{span_id});
+    my $fr = frames($f->{tree});
+    ok((grep { /alpha/ } keys %$fr), 'its flame graph holds the alpha burn')
+        or diag explain [ sort keys %$fr ];
+    $ap->stop;
 };
 
 subtest '--import what the file exporter wrote' => sub {
