@@ -51,7 +51,19 @@ $(CLI_TEST): cli/test_cli.c $(CLI_LIB_SRCS) t/unit/tap.h $(CLI_DEPS)
 	    -It/unit -o $@ cli/test_cli.c $(CLI_LIB_SRCS) $(CLI_COMMON) \
 	    $(CLI_GEN) $(CLI_LIBS)
 
-cli: $(CLI_BIN) $(CLI_TEST)
+# spanprof serve's parts under the same sanitizers (its listeners and UI:
+# t/84-t/87).
+SERVE_TEST      := $(BUILD)/cli/test_serve
+SERVE_TEST_SRCS := $(filter-out cli/serve/serve_main.c cli/serve/serve_http.c \
+                     cli/serve/serve_api.c cli/serve/import_dir.c,$(SERVE_SRCS))
+$(SERVE_TEST): cli/test_serve.c $(SERVE_TEST_SRCS) $(wildcard cli/serve/*.h) cli/util.c t/unit/tap.h $(CLI_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -mtls-dialect=%,$(UNIT_CFLAGS)) $(CLI_JANSSON_CFLAGS) \
+	    -fno-sanitize-recover=undefined -It/unit -o $@ cli/test_serve.c \
+	    $(SERVE_TEST_SRCS) cli/util.c $(CLI_COMMON) $(CLI_GEN) $(CLI_LIBS) \
+	    $(SERVE_LIBS)
+
+cli: $(CLI_BIN) $(CLI_TEST) $(SERVE_TEST)
 
 # --- the demo's backend: a tiny nginx module with a CPU-heavy route ---------
 # Built by its own configure (Debian's flags, --with-compat) in its own copy
@@ -73,7 +85,7 @@ demo-module: $(DEMO_NGX_BUILD)/Makefile
 	$(MAKE) -C $(DEMO_NGX_TREE) -f $(abspath $(DEMO_NGX_BUILD))/Makefile modules
 
 ALL       += cli demo-module
-TEST_BINS += $(CLI_TEST)
+TEST_BINS += $(CLI_TEST) $(SERVE_TEST)
 
 # --- install ----------------------------------------------------------------
 # The server modules to $(PREFIX)/lib/spanprof/ (AP_MODULE, mod_spanprof.so,

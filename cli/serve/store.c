@@ -557,7 +557,7 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sp_buf_t *out)
 {
     sqlite3_stmt  *st, *cnt;
-    int            rc, found = 0, rows = 0;
+    int            rc = SQLITE_DONE, found = 0, rows = 0;
     const char    *sql;
     uint8_t      (*seen)[16];
 
