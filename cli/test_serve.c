@@ -121,6 +121,7 @@ test_json_decode(void)
     char   err[256];
     char   deep[2048];
     int    i;
+    const char  *neg, *two;
     const char  *ok_json =
         "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{"
         "\"traceId\":\"5b8efff798038103d269b633813fc60c\","
@@ -146,15 +147,15 @@ test_json_decode(void)
     }
     ok(serve_otlp_json_decode(d, "[]", 2, err, sizeof(err)) == NULL,
        "an array is refused");
-    ok(serve_otlp_json_decode(d, "{\"resourceSpans\":[{\"scopeSpans\":[{"
-                              "\"spans\":[{\"startTimeUnixNano\":\"-1\"}]}]}]}",
-                              73, err, sizeof(err)) == NULL
+    neg = "{\"resourceSpans\":[{\"scopeSpans\":[{"
+          "\"spans\":[{\"startTimeUnixNano\":\"-1\"}]}]}]}";
+    ok(serve_otlp_json_decode(d, neg, strlen(neg), err, sizeof(err)) == NULL
        && strstr(err, "start_time_unix_nano") != NULL,
        "a negative uint64 refused, naming the field");
-    ok(serve_otlp_json_decode(d, "{\"resourceSpans\":[{\"resource\":{"
-                              "\"attributes\":[{\"value\":{\"stringValue\":"
-                              "\"a\",\"intValue\":1}}]}}]}", 89, err,
-                              sizeof(err)) == NULL
+    two = "{\"resourceSpans\":[{\"resource\":{"
+          "\"attributes\":[{\"value\":{\"stringValue\":"
+          "\"a\",\"intValue\":1}}]}}]}";
+    ok(serve_otlp_json_decode(d, two, strlen(two), err, sizeof(err)) == NULL
        && strstr(err, "oneof") != NULL, "two members of a oneof refused");
     /* Nesting through kvlistValue, deeper than 64. */
     deep[0] = '\0';
