@@ -16,7 +16,7 @@ BENCH_CFLAGS := $(CORE_CFLAGS) -O2 -g
 BENCH_TOOLS  := $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench \
                 $(BENCH_BUILD)/keep_cost $(BENCH_BUILD)/receiver
 
-.PHONY: bench bench-tools bench-cli bench-keep
+.PHONY: bench bench-tools bench-cli bench-keep bench-serve
 
 $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench $(BENCH_BUILD)/keep_cost: $(BENCH_BUILD)/%: bench/%.c $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
 	@mkdir -p $(dir $@)
@@ -26,12 +26,27 @@ $(BENCH_BUILD)/receiver: bench/receiver.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -o $@ $<
 
-bench-tools: $(BENCH_TOOLS)
+# spanprof serve's store and ingest, without HTTP (bench/serve).
+SERVE_BENCH_SRCS := cli/serve/store.c cli/serve/otlp_ingest.c \
+                    cli/serve/otlp_json_decode.c cli/serve/json_out.c \
+                    cli/serve/flame_json.c cli/serve/attrs_json.c cli/util.c
+$(BENCH_BUILD)/serve_bench: bench/serve_bench.c $(SERVE_BENCH_SRCS) $(wildcard cli/serve/*.h) $(CLI_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_CFLAGS) -O2 -o $@ $< $(SERVE_BENCH_SRCS) $(CLI_COMMON) \
+	    $(CLI_GEN) $(CLI_LIBS) $(SERVE_LIBS)
+
+bench-tools: $(BENCH_TOOLS) $(BENCH_BUILD)/serve_bench
 
 bench:
 	bench/run
 	$(MAKE) bench-keep
 	$(MAKE) bench-cli
+	$(MAKE) bench-serve
+
+# spanprof serve (bench/serve): ingest rate, query times and database size
+# with SERVE_BENCH_SPANS (default 10,000,000) spans stored.
+bench-serve: $(BENCH_BUILD)/serve_bench
+	bench/serve
 
 # The keep rules (otel_profiling_keep) alone, about a minute: their cost at
 # a request's end and the profile size with and without them (bench/keep).

@@ -525,8 +525,11 @@ p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 my ($cli_section) = slurp($out) =~ /(<!-- bench\/cli: begin.*?<!-- bench\/cli: end -->)/s;
 # bench/keep's section likewise (make bench-keep).
 my ($keep_section) = slurp($out) =~ /(<!-- bench\/keep: begin.*?<!-- bench\/keep: end -->)/s;
+# bench/serve's likewise (make bench-serve).
+my ($serve_section) = slurp($out) =~ /(<!-- bench\/serve: begin.*?<!-- bench\/serve: end -->)/s;
 push @md, '', $keep_section if defined $keep_section;
 push @md, '', $cli_section if defined $cli_section;
+push @md, '', $serve_section if defined $serve_section;
 
 open(my $o, '>', $out) or die "$out: $!";
 print $o join("\n", @md), "\n";

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/base/version.h"
+#include "cli/serve/serve.h"
 #include "cli/spanprof.h"
 
 /* --- help ---------------------------------------------------------------- */
@@ -28,6 +29,7 @@ static const char  help_intro[] =
 "  diff        a differential flame graph of two time ranges\n"
 "  folded      folded stacks (\"a;b;c 42\") for flamegraph.pl, speedscope...\n"
 "  pprof       a filtered, merged pprof file (go tool pprof, Pyroscope)\n"
+"  serve       receive OTLP and show traces and flame graphs in a browser\n"
 "  help        this text; \"spanprof help COMMAND\" for one command\n"
 "\n"
 "Options may come before or after DIR; \"--opt value\" and \"--opt=value\"\n"
@@ -1391,6 +1393,9 @@ main(int argc, char **argv)
     if (argc < 2) {
         print_help(stderr, NULL);
         return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "serve") == 0) {
+        return cli_serve_main(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         print_help(stdout, NULL);

@@ -58,8 +58,9 @@ cli_model_free(cli_model_t *m)
 
 /* --- gzip ---------------------------------------------------------------- */
 
-static int
-gunzip(const uint8_t *in, size_t inlen, sp_buf_t *out, const char **err)
+int
+cli_gunzip(const uint8_t *in, size_t inlen, size_t max, sp_buf_t *out,
+    const char **err)
 {
     z_stream  zs;
     int       rc;
@@ -88,8 +89,10 @@ gunzip(const uint8_t *in, size_t inlen, sp_buf_t *out, const char **err)
         zs.avail_out = (uInt) (out->cap - out->len);
         rc = inflate(&zs, Z_NO_FLUSH);
         out->len = out->cap - zs.avail_out;
-        if (out->len > MAX_PROFILE_BYTES) {
-            *err = "decompresses to more than 1 GiB";
+        if (out->len > max) {
+            *err = max == MAX_PROFILE_BYTES ? "decompresses to more than 1 GiB"
+                                            : "decompresses to more than "
+                                              "the size limit";
             break;
         }
         if (rc == Z_STREAM_END) {
@@ -563,7 +566,7 @@ load_file_range(cli_model_t *m, const char *path, int64_t from, int64_t to,
     sp_buf_init(&raw);
     sp_buf_init(&pb);
     if (read_all(path, &raw, err, errlen) == 0) {
-        if (gunzip(raw.data, raw.len, &pb, &why) != 0) {
+        if (cli_gunzip(raw.data, raw.len, MAX_PROFILE_BYTES, &pb, &why) != 0) {
             snprintf(err, errlen, "%s", why);
         } else {
             rc = decode(m, path, pb.data, pb.len, from, to, err, errlen);

@@ -87,6 +87,12 @@ void cli_format_ms(int64_t ns, char *buf, size_t len);
 int  cli_is_hex(const char *s, size_t max);
 void cli_lowercase(char *s);
 
+/* Appends the gunzip of in (one or more gzip members) to out, at most max
+ * bytes; 0, or -1 with *err set (empty, not gzip, corrupt, truncated,
+ * trailing garbage, over max). */
+int  cli_gunzip(const uint8_t *in, size_t inlen, size_t max, sp_buf_t *out,
+    const char **err);
+
 /* Writes len bytes to path ("-" is standard output) or dies. */
 void cli_write_file(const char *path, const void *data, size_t len);
 

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # The spanprof demo: installs what it needs (scripts/install-deps), builds
 # the nginx module, the spanprof CLI and a small demo backend module, runs
-# Debian's nginx with them on 127.0.0.1 (file exporter, profiling on, no
-# collector), sends traffic through a proxy to a backend with one slow,
-# CPU-heavy route, stops nginx, then shows the slowest traces with
-# `spanprof traces` and draws the slowest one with `spanprof flamegraph`.
+# Debian's nginx with them on 127.0.0.1 (profiling on, no collector), sends
+# traffic through a proxy to a backend with one slow, CPU-heavy route and
+# stops nginx. Then, by default, the spans and profiles are in `spanprof
+# serve` (started here, left running: the script prints the URL of its web
+# UI and how to stop it). With SPANPROF_DEMO_EXPORT=file (no process left
+# behind), nginx writes them with the file exporter instead, and the script
+# shows the slowest traces with `spanprof traces` and draws the slowest one
+# with `spanprof flamegraph`.
 #
 # Environment: SPANPROF_DEMO_PORT (front port, default 18080; the backend
-# listens on the next one, or SPANPROF_DEMO_BACKEND_PORT),
-# SPANPROF_DEMO_DIR (default build/demo), SPANPROF_DEMO_NO_BUILD=1 (skip
-# install-deps and make: for the tests, which build first).
+# listens on the next one, or SPANPROF_DEMO_BACKEND_PORT), SPANPROF_DEMO_UI
+# (the UI's address, default 127.0.0.1:16686), SPANPROF_DEMO_OTLP_PORT
+# (spanprof serve's OTLP port, default front + 2), SPANPROF_DEMO_EXPORT
+# (serve or file), SPANPROF_DEMO_DIR (default build/demo),
+# SPANPROF_DEMO_NO_BUILD=1 (skip install-deps and make: for the tests,
+# which build first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -24,6 +31,13 @@ spanprof=$repo/build/cli/spanprof
 demo=${SPANPROF_DEMO_DIR:-$repo/build/demo}
 port=${SPANPROF_DEMO_PORT:-18080}
 backend=${SPANPROF_DEMO_BACKEND_PORT:-$((port + 1))}
+otlp=${SPANPROF_DEMO_OTLP_PORT:-$((port + 2))}
+ui=${SPANPROF_DEMO_UI:-127.0.0.1:16686}
+export_to=${SPANPROF_DEMO_EXPORT:-serve}
+case $export_to in
+    serve|file) ;;
+    *) echo "spanprof demo: SPANPROF_DEMO_EXPORT must be serve or file" >&2; exit 1 ;;
+esac
 
 case $demo in
     /|"") echo "spanprof demo: refusing SPANPROF_DEMO_DIR=\"$demo\"" >&2; exit 1 ;;
@@ -36,12 +50,36 @@ case $demo in
     *)         show=$demo ;;
 esac
 
+# A spanprof serve left by an earlier run of the demo.
+if [ -f "$demo/serve.pid" ]; then
+    kill "$(cat "$demo/serve.pid")" 2>/dev/null || true
+    sleep 0.5
+fi
 rm -rf "$demo"
 mkdir -p "$demo/tmp"
 # nginx's own temp files are opened by path in the workers (nobody when
 # nginx is started as root). The spans' and profiles' directory, out/, is
 # made by the master for the workers, as nginx makes its temp paths.
 chmod 0777 "$demo/tmp"
+
+if [ "$export_to" = serve ]; then
+    "$spanprof" serve --otlp "127.0.0.1:$otlp" --ui "$ui" \
+        --data "$demo/serve" > "$demo/serve.log" 2>&1 &
+    echo $! > "$demo/serve.pid"
+    for _ in $(seq 1 50); do
+        grep -q "UI on" "$demo/serve.log" 2>/dev/null && break
+        if ! kill -0 "$(cat "$demo/serve.pid")" 2>/dev/null; then
+            cat "$demo/serve.log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    # Spans and CPU profiles to spanprof serve, over OTLP/HTTP.
+    exporter="otel_exporter { endpoint http://127.0.0.1:$otlp; protocol http/protobuf; interval 200ms; }"
+else
+    # Spans to out/traces.jsonl, CPU profiles to out/cpu-*.pb.gz.
+    exporter="otel_exporter { endpoint file://$demo/out; interval 200ms; }"
+fi
 
 cat > "$demo/nginx.conf" <<CONF
 load_module $repo/build/nginx/ngx_http_spanprof_module.so;
@@ -55,8 +93,7 @@ http {
     client_body_temp_path $demo/tmp/body;
     proxy_temp_path $demo/tmp/proxy;
 
-    # Spans to out/traces.jsonl, CPU profiles to out/cpu-*.pb.gz.
-    otel_exporter { endpoint file://$demo/out; interval 200ms; }
+    $exporter
     otel_service_name spanprof-demo;
     otel_trace on;
     otel_trace_context propagate;
@@ -93,7 +130,12 @@ for _ in $(seq 1 50); do
     sleep 0.1
 done
 
-echo "== nginx on 127.0.0.1:$port (front) -> 127.0.0.1:$backend (demo backend); spans and profiles to $show/out"
+if [ "$export_to" = serve ]; then
+    dest="spanprof serve (127.0.0.1:$otlp)"
+else
+    dest=$show/out
+fi
+echo "== nginx on 127.0.0.1:$port (front) -> 127.0.0.1:$backend (demo backend); spans and profiles to $dest"
 echo "== traffic: 40 x GET /api/prices?symbol=..., 4 x GET /api/report"
 for round in 1 2 3 4; do
     for i in $(seq 1 10); do
@@ -114,6 +156,15 @@ trap - EXIT
 if [ -f "$demo/nginx.pid" ]; then
     echo "spanprof demo: nginx did not stop; see $show/error.log" >&2
     exit 1
+fi
+
+if [ "$export_to" = serve ]; then
+    echo
+    echo "spanprof serve is running (pid $(cat "$demo/serve.pid"), data in $show/serve)."
+    echo "Open http://$ui/ : the slowest traces come first; click one, then"
+    echo "its span with the most CPU samples, for the flame graph of its code."
+    echo "Stop it with: kill $(cat "$demo/serve.pid")"
+    exit 0
 fi
 
 echo

@@ -19,20 +19,23 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
                 -g -O1 -fno-omit-frame-pointer -I. -I$(GEN) $(FUZZ_SAN)
 FUZZ_LIBS    := $(CLI_JANSSON_LIBS) -lprotobuf-c -lcurl -lz -lunwind \
-                -lpthread -lm
+                -lsqlite3 -lpthread -lm
 
 FUZZ_SRCS    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 
-FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS)
+# spanprof serve: only its parsers (the rest needs SQLite and an HTTP server).
+FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS) cli/serve/otlp_json_decode.c \
+                 cli/serve/otlp_ingest.c cli/serve/store.c cli/serve/json_out.c \
+                 cli/serve/attrs_json.c
 FUZZ_SRC_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_GEN_OBJS := $(patsubst $(GEN)/%.c,$(FUZZ_BUILD)/obj/gen/%.o,$(GEN_SRCS))
 FUZZ_OBJS     := $(FUZZ_SRC_OBJS) $(FUZZ_GEN_OBJS)
 
 .PHONY: fuzz fuzz-build
 
-$(FUZZ_SRC_OBJS): $(FUZZ_BUILD)/obj/%.o: %.c $(COMMON_HDRS) cli/spanprof.h $(GEN)/.stamp
+$(FUZZ_SRC_OBJS): $(FUZZ_BUILD)/obj/%.o: %.c $(COMMON_HDRS) cli/spanprof.h $(wildcard cli/serve/*.h) $(GEN)/.stamp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_JANSSON_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 

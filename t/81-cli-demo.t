@@ -43,7 +43,7 @@ my ($port, $backend) = (free_port(), free_port());
 
 # --- the demo flow -----------------------------------------------------------
 
-my $r = run_cmd({ SPANPROF_DEMO_NO_BUILD => 1, SPANPROF_DEMO_DIR => $demo,
+my $r = run_cmd({ SPANPROF_DEMO_NO_BUILD => 1, SPANPROF_DEMO_DIR => $demo, SPANPROF_DEMO_EXPORT => 'file',
                   SPANPROF_DEMO_PORT => $port, SPANPROF_DEMO_BACKEND_PORT => $backend },
                 'timeout', '180', 'bash', "$root/demo/run.sh");
 is $r->{exit}, 0, 'demo/run.sh: exit 0'

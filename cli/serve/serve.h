@@ -1,0 +1,84 @@
+#ifndef SERVE_SERVE_H
+#define SERVE_SERVE_H
+
+/* spanprof serve: one process that receives what the modules export over
+ * OTLP/HTTP, stores it (store.h) and serves it: a JSON API under /api/ and
+ * the web UI. Two listeners (libmicrohttpd, a thread each): --otlp for the
+ * exporters, --ui for browsers and scripts; one lock serializes the
+ * store. */
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cli/serve/store.h"
+
+#define SERVE_MAX_BODY  (16 * 1024 * 1024)  /* an OTLP request, unzipped */
+
+typedef struct {
+    const char   *otlp_addr;        /* "127.0.0.1:4318" */
+    const char   *ui_addr;          /* "127.0.0.1:16686" */
+    const char   *data_dir;
+    const char   *token;            /* NULL: none (local UI only) */
+    int64_t       retention_ns;     /* 0: keep by age forever */
+    int64_t       max_bytes;        /* 0: no size bound */
+} serve_conf_t;
+
+/* What an operator can read at /api/stats. */
+typedef struct {
+    uint64_t  otlp_requests;
+    uint64_t  otlp_bad_requests;    /* 400: not the message, bad gzip */
+    uint64_t  otlp_too_large;       /* 413 */
+    uint64_t  otlp_unsupported;     /* 404, 405, 415 */
+    uint64_t  spans_accepted, spans_rejected;
+    uint64_t  profiles_accepted, profiles_rejected;
+    uint64_t  api_requests;
+    uint64_t  api_unauthorized;
+} serve_counters_t;
+
+typedef struct {
+    serve_conf_t       conf;
+    serve_store_t     *store;
+    pthread_mutex_t    lock;        /* the store and the counters */
+    serve_counters_t   counters;
+} serve_t;
+
+/* --- serve_http.c: the listeners ----------------------------------------- */
+
+/* Starts both listeners; 0, or -1 with err set. */
+int serve_http_start(serve_t *sv, char *err, size_t errlen);
+void serve_http_stop(void);
+
+/* --- serve_api.c: /api/ and the UI's pages ------------------------------- */
+
+typedef struct {
+    int          status;
+    const char  *content_type;
+    sp_buf_t     body;
+    const char  *disposition;       /* Content-Disposition, or NULL */
+} serve_reply_t;
+
+/* Answers a GET of url (the path) with its query arguments read through
+ * arg(ud, name) (NULL: absent). Called under sv->lock. */
+void serve_api_get(serve_t *sv, const char *url,
+    const char *(*arg)(void *ud, const char *name), void *ud,
+    serve_reply_t *r);
+
+/* --- import_dir.c: what the file exporter wrote ------------------------- */
+
+typedef struct {
+    size_t  lines, bad_lines;       /* of traces.jsonl */
+    size_t  spans, spans_rejected;
+    size_t  profiles, samples;      /* cpu-*.pb.gz files, samples stored */
+} serve_import_stats_t;
+
+/* Stores DIR/traces.jsonl's spans and DIR/cpu-*.pb.gz's samples (bad lines
+ * are skipped with a warning; an undecodable profile ends the process with
+ * a message, as the other commands do); 0, or -1 with err set. */
+int serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
+    char *err, size_t errlen);
+
+/* --- serve_main.c -------------------------------------------------------- */
+
+int cli_serve_main(int argc, char **argv);
+
+#endif

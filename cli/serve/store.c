@@ -1,0 +1,771 @@
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "cli/serve/attrs_json.h"
+#include "cli/serve/json_out.h"
+#include "cli/serve/store.h"
+
+/* Statements prepared once and reused for every row. */
+enum {
+    ST_BEGIN, ST_COMMIT, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO, ST_SPAN,
+    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_N
+};
+
+static const char *const  stmt_sql[ST_N] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_SAVEPOINT] = "SAVEPOINT batch",
+    [ST_RELEASE] = "RELEASE batch",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
+    [ST_SPAN] =
+        "INSERT INTO spans(trace_id, span_id, parent_id, service, name, kind,"
+        " route, method, target, http_status, error, start_ns, end_ns,"
+        " dur_ns, attrs)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13-?12,?14)",
+    [ST_STACK_PUT] =
+        "INSERT INTO stacks(stack) VALUES(?1) ON CONFLICT(stack) DO NOTHING",
+    [ST_STACK_GET] = "SELECT id FROM stacks WHERE stack = ?1",
+    [ST_SAMPLE] =
+        "INSERT INTO samples(time_ns, duration_ns, service, pid, trace_id,"
+        " span_id, span_name, stack_id, count, cpu_ns)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+};
+
+static const char  schema[] =
+    "PRAGMA journal_mode = WAL;"
+    "PRAGMA synchronous = NORMAL;"
+    /* Fewer, larger checkpoints (each one syncs the file), and a cache
+     * that holds the hot index pages. */
+    "PRAGMA wal_autocheckpoint = 16384;"
+    "PRAGMA cache_size = -131072;"
+    "CREATE TABLE IF NOT EXISTS spans("
+    " id INTEGER PRIMARY KEY, trace_id BLOB NOT NULL, span_id BLOB NOT NULL,"
+    " parent_id BLOB, service TEXT, name TEXT, kind INTEGER, route TEXT,"
+    " method TEXT, target TEXT, http_status INTEGER, error INTEGER,"
+    " start_ns INTEGER, end_ns INTEGER, dur_ns INTEGER, attrs BLOB);"
+    "CREATE INDEX IF NOT EXISTS spans_trace ON spans(trace_id);"
+    "CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);"
+    /* The search's two orders, over SERVER spans (kind 2). */
+    "CREATE INDEX IF NOT EXISTS spans_kind_dur ON spans(kind, dur_ns);"
+    "CREATE INDEX IF NOT EXISTS spans_route"
+    " ON spans(service, route, start_ns);"
+    "CREATE TABLE IF NOT EXISTS stacks("
+    " id INTEGER PRIMARY KEY, stack TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE IF NOT EXISTS samples("
+    " id INTEGER PRIMARY KEY, time_ns INTEGER, duration_ns INTEGER,"
+    " service TEXT, pid INTEGER, trace_id BLOB, span_id BLOB,"
+    " span_name TEXT, stack_id INTEGER, count INTEGER, cpu_ns INTEGER);"
+    "CREATE INDEX IF NOT EXISTS samples_span ON samples(span_id);"
+    "CREATE INDEX IF NOT EXISTS samples_time ON samples(time_ns);";
+
+struct serve_store {
+    sqlite3              *db;
+    sqlite3_stmt         *st[ST_N];
+    char                  err[256];
+    serve_store_stats_t   stats;
+    uint64_t              batch_spans, batch_samples;
+    /* The transaction that batches: open since open_ns, holding
+     * pending_rows rows of released batches. */
+    int                   in_txn;
+    int64_t               open_ns;
+    uint64_t              pending_rows;
+};
+
+static int
+fail(serve_store_t *s, const char *what)
+{
+    snprintf(s->err, sizeof(s->err), "%s: %s", what, sqlite3_errmsg(s->db));
+    return -1;
+}
+
+serve_store_t *
+serve_store_open(const char *dir, char *err, size_t errlen)
+{
+    serve_store_t  *s;
+    char           *path;
+    size_t          n = strlen(dir) + sizeof("/spanprof.db");
+    int             i;
+
+    s = calloc(1, sizeof(*s));
+    path = malloc(n);
+    if (s == NULL || path == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(s);
+        free(path);
+        return NULL;
+    }
+    snprintf(path, n, "%s/spanprof.db", dir);
+    if (sqlite3_open(path, &s->db) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path,
+                 s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        goto failed;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    if (sqlite3_exec(s->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot set up %s: %s", path,
+                 sqlite3_errmsg(s->db));
+        goto failed;
+    }
+    for (i = 0; i < ST_N; i++) {
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1,
+                               SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL)
+            != SQLITE_OK)
+        {
+            snprintf(err, errlen, "cannot prepare a statement on %s: %s",
+                     path, sqlite3_errmsg(s->db));
+            goto failed;
+        }
+    }
+    free(path);
+    return s;
+
+failed:
+    free(path);
+    serve_store_close(s);
+    return NULL;
+}
+
+void
+serve_store_close(serve_store_t *s)
+{
+    int  i;
+
+    if (s == NULL) {
+        return;
+    }
+    (void) serve_store_flush(s);
+    for (i = 0; i < ST_N; i++) {
+        sqlite3_finalize(s->st[i]);
+    }
+    sqlite3_close(s->db);
+    free(s);
+}
+
+const char *
+serve_store_error(const serve_store_t *s)
+{
+    return s->err;
+}
+
+static int
+run(serve_store_t *s, int which, const char *what)
+{
+    sqlite3_stmt  *st = s->st[which];
+    int            rc = sqlite3_step(st);
+
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        return fail(s, what);
+    }
+    return 0;
+}
+
+/* A batch is a savepoint inside the open transaction, which commits
+ * when it holds enough rows or is old enough (serve_store_flush): one
+ * commit for many requests, far fewer page writes. */
+#define COMMIT_ROWS  50000
+#define COMMIT_NS    250000000LL
+
+static int64_t
+mono_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int
+serve_store_begin(serve_store_t *s)
+{
+    s->batch_spans = s->batch_samples = 0;
+    if (!s->in_txn) {
+        if (run(s, ST_BEGIN, "begin") != 0) {
+            return -1;
+        }
+        s->in_txn = 1;
+        s->open_ns = mono_ns();
+        s->pending_rows = 0;
+    }
+    return run(s, ST_SAVEPOINT, "savepoint");
+}
+
+int
+serve_store_flush(serve_store_t *s)
+{
+    if (!s->in_txn) {
+        return 0;
+    }
+    s->in_txn = 0;
+    if (run(s, ST_COMMIT, "commit") != 0) {
+        /* What the batches held is lost: counted, said by the caller. */
+        s->stats.rows_lost += s->pending_rows;
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int
+serve_store_commit(serve_store_t *s)
+{
+    if (run(s, ST_RELEASE, "release") != 0) {
+        return -1;      /* the caller rolls the batch back */
+    }
+    s->stats.spans_stored += s->batch_spans;
+    s->stats.samples_stored += s->batch_samples;
+    s->pending_rows += s->batch_spans + s->batch_samples;
+    if (s->pending_rows >= COMMIT_ROWS
+        || mono_ns() - s->open_ns >= COMMIT_NS)
+    {
+        return serve_store_flush(s);
+    }
+    return 0;
+}
+
+void
+serve_store_rollback(serve_store_t *s)
+{
+    if (s->in_txn) {
+        (void) run(s, ST_ROLLBACK_TO, "rollback");
+        (void) run(s, ST_RELEASE, "release");
+    }
+    s->stats.batches_failed++;
+}
+
+static void
+bind_str(sqlite3_stmt *st, int i, serve_str_t v)
+{
+    if (v.p != NULL) {
+        sqlite3_bind_text(st, i, v.p, (int) v.len, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(st, i);
+    }
+}
+
+static void
+bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v != NULL) {
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(st, i);
+    }
+}
+
+int
+serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
+{
+    sqlite3_stmt  *st = s->st[ST_SPAN];
+
+    sqlite3_bind_blob(st, 1, sp->trace_id, 16, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, sp->span_id, 8, SQLITE_STATIC);
+    if (sp->has_parent) {
+        sqlite3_bind_blob(st, 3, sp->parent_id, 8, SQLITE_STATIC);
+    }
+    bind_str(st, 4, sp->service);
+    bind_str(st, 5, sp->name);
+    sqlite3_bind_int(st, 6, sp->kind);
+    bind_str(st, 7, sp->route);
+    bind_str(st, 8, sp->method);
+    bind_str(st, 9, sp->target);
+    sqlite3_bind_int(st, 10, sp->http_status);
+    sqlite3_bind_int(st, 11, sp->error);
+    sqlite3_bind_int64(st, 12, sp->start_ns);
+    sqlite3_bind_int64(st, 13, sp->end_ns);
+    if (sp->attrs_len > 0) {
+        sqlite3_bind_blob(st, 14, sp->attrs, (int) sp->attrs_len,
+                          SQLITE_STATIC);
+    }
+    if (run(s, ST_SPAN, "insert a span") != 0) {
+        return -1;
+    }
+    s->batch_spans++;
+    return 0;
+}
+
+static int64_t
+stack_id(serve_store_t *s, const char *stack)
+{
+    sqlite3_stmt  *st;
+    int64_t        id = -1;
+
+    sqlite3_bind_text(s->st[ST_STACK_PUT], 1, stack, -1, SQLITE_STATIC);
+    if (run(s, ST_STACK_PUT, "insert a stack") != 0) {
+        return -1;
+    }
+    st = s->st[ST_STACK_GET];
+    sqlite3_bind_text(st, 1, stack, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        id = sqlite3_column_int64(st, 0);
+    } else {
+        fail(s, "look a stack up");
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return id;
+}
+
+int
+serve_store_add_sample(serve_store_t *s, const serve_sample_t *sa)
+{
+    sqlite3_stmt  *st = s->st[ST_SAMPLE];
+    int64_t        id;
+
+    id = stack_id(s, sa->stack);
+    if (id < 0) {
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, sa->time_ns);
+    sqlite3_bind_int64(st, 2, sa->duration_ns);
+    bind_text(st, 3, sa->service);
+    sqlite3_bind_int64(st, 4, sa->pid);
+    if (sa->trace_id != NULL && sa->span_id != NULL) {
+        sqlite3_bind_blob(st, 5, sa->trace_id, 16, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 6, sa->span_id, 8, SQLITE_STATIC);
+    }
+    bind_text(st, 7, sa->span_name);
+    sqlite3_bind_int64(st, 8, id);
+    sqlite3_bind_int64(st, 9, sa->count);
+    sqlite3_bind_int64(st, 10, sa->cpu_ns);
+    if (run(s, ST_SAMPLE, "insert a sample") != 0) {
+        return -1;
+    }
+    s->batch_samples++;
+    return 0;
+}
+
+/* --- retention ----------------------------------------------------------- */
+
+static int64_t
+pragma_int(serve_store_t *s, const char *sql)
+{
+    sqlite3_stmt  *st;
+    int64_t        v = -1;
+
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return -1;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+int64_t
+serve_store_size(serve_store_t *s)
+{
+    int64_t  pages = pragma_int(s, "PRAGMA page_count"),
+             free_pages = pragma_int(s, "PRAGMA freelist_count"),
+             page = pragma_int(s, "PRAGMA page_size");
+
+    if (pages < 0 || free_pages < 0 || page < 0) {
+        return -1;
+    }
+    return (pages - free_pages) * page;
+}
+
+/* Runs a DELETE with one int64 bound; the rows it removed, or -1. */
+static int64_t
+delete_where(serve_store_t *s, const char *sql, int64_t v)
+{
+    sqlite3_stmt  *st;
+    int            rc;
+
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return fail(s, "prepare a delete");
+    }
+    sqlite3_bind_int64(st, 1, v);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        return fail(s, "delete");
+    }
+    return sqlite3_changes(s->db);
+}
+
+static int
+delete_counted(serve_store_t *s, const char *spans_sql,
+    const char *samples_sql, int64_t v)
+{
+    int64_t  a, b;
+
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL)
+        != SQLITE_OK)
+    {
+        return fail(s, "begin");
+    }
+    a = delete_where(s, spans_sql, v);
+    b = a < 0 ? -1 : delete_where(s, samples_sql, v);
+    if (b < 0
+        || delete_where(s, "DELETE FROM stacks WHERE ?1 AND id NOT IN"
+                        " (SELECT stack_id FROM samples)", b > 0) < 0
+        || sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    s->stats.spans_deleted += (uint64_t) a;
+    s->stats.samples_deleted += (uint64_t) b;
+    return 0;
+}
+
+int
+serve_store_retain(serve_store_t *s, int64_t now_ns, int64_t max_age_ns,
+    int64_t max_bytes)
+{
+    int64_t  size;
+    int      rounds;
+
+    if (serve_store_flush(s) != 0) {
+        return -1;
+    }
+    if (max_age_ns > 0
+        && delete_counted(s, "DELETE FROM spans WHERE start_ns < ?1",
+                          "DELETE FROM samples WHERE time_ns < ?1",
+                          now_ns - max_age_ns) != 0)
+    {
+        return -1;
+    }
+    /* Oldest first, a tenth of the rows a round, until under the bound
+     * (at most 10 rounds: then the database is empty). */
+    for (rounds = 0; max_bytes > 0 && rounds < 10; rounds++) {
+        size = serve_store_size(s);
+        if (size < 0) {
+            return fail(s, "measure the database");
+        }
+        if (size <= max_bytes) {
+            break;
+        }
+        if (delete_counted(s,
+                "DELETE FROM spans WHERE id <= ?1 + (SELECT min(id) +"
+                " (max(id) - min(id)) / 10 FROM spans)",
+                "DELETE FROM samples WHERE id <= ?1 + (SELECT min(id) +"
+                " (max(id) - min(id)) / 10 FROM samples)", 0) != 0)
+        {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+serve_store_get_stats(const serve_store_t *s, serve_store_stats_t *st)
+{
+    *st = s->stats;
+}
+
+/* --- queries --------------------------------------------------------------- */
+
+static void
+col_json_str(sp_buf_t *out, sqlite3_stmt *st, int i)
+{
+    const unsigned char  *v = sqlite3_column_text(st, i);
+
+    if (v == NULL) {
+        sp_buf_append_str(out, "null");
+    } else {
+        serve_json_strn(out, (const char *) v,
+                        (size_t) sqlite3_column_bytes(st, i));
+    }
+}
+
+static void
+col_json_hex(sp_buf_t *out, sqlite3_stmt *st, int i)
+{
+    const void  *v = sqlite3_column_blob(st, i);
+
+    if (v == NULL) {
+        sp_buf_append_str(out, "null");
+    } else {
+        serve_json_hex(out, v, (size_t) sqlite3_column_bytes(st, i));
+    }
+}
+
+int
+serve_store_services(serve_store_t *s, sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    int            rc, first = 1;
+
+    if (sqlite3_prepare_v2(s->db, "SELECT DISTINCT service FROM spans"
+                           " WHERE service IS NOT NULL ORDER BY service",
+                           -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sp_buf_append_char(out, '[');
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!first) {
+            sp_buf_append_char(out, ',');
+        }
+        first = 0;
+        col_json_str(out, st, 0);
+    }
+    sp_buf_append_char(out, ']');
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "list services");
+}
+
+/* The columns of one span, as a JSON object's members (no braces). */
+#define SPAN_COLS \
+    "trace_id, span_id, parent_id, service, name, kind, route, method," \
+    " target, http_status, error, start_ns, end_ns"
+
+static void
+span_members(sp_buf_t *out, sqlite3_stmt *st, int c)
+{
+    sp_buf_append_str(out, "\"trace_id\":");
+    col_json_hex(out, st, c + 0);
+    sp_buf_append_str(out, ",\"span_id\":");
+    col_json_hex(out, st, c + 1);
+    sp_buf_append_str(out, ",\"parent_id\":");
+    col_json_hex(out, st, c + 2);
+    sp_buf_append_str(out, ",\"service\":");
+    col_json_str(out, st, c + 3);
+    sp_buf_append_str(out, ",\"name\":");
+    col_json_str(out, st, c + 4);
+    sp_buf_appendf(out, ",\"kind\":%d,\"route\":",
+                   sqlite3_column_int(st, c + 5));
+    col_json_str(out, st, c + 6);
+    sp_buf_append_str(out, ",\"method\":");
+    col_json_str(out, st, c + 7);
+    sp_buf_append_str(out, ",\"target\":");
+    col_json_str(out, st, c + 8);
+    sp_buf_appendf(out, ",\"http_status\":%d,\"error\":%s,"
+                   "\"start_ns\":%" PRId64 ",\"duration_ns\":%" PRId64,
+                   sqlite3_column_int(st, c + 9),
+                   sqlite3_column_int(st, c + 10) ? "true" : "false",
+                   (int64_t) sqlite3_column_int64(st, c + 11),
+                   (int64_t) (sqlite3_column_int64(st, c + 12)
+                              - sqlite3_column_int64(st, c + 11)));
+}
+
+/* Bounds the rows a search reads to find `limit` distinct traces (a trace
+ * with many SERVER spans shows once). */
+#define SEARCH_MAX_ROWS  100000
+
+int
+serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st, *cnt;
+    int            rc = SQLITE_DONE, found = 0, rows = 0;
+    const char    *sql;
+    uint8_t      (*seen)[16];
+
+    /* Walks the SERVER spans in the index of the order asked (duration or
+     * start, descending) and keeps the first span of each trace: no
+     * GROUP BY, so a search reads about `limit` rows, not the table. */
+    sql = q->slowest
+        ? "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
+          " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
+          " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
+          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
+          " ORDER BY dur_ns DESC"
+        : "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
+          " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
+          " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
+          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
+          " ORDER BY start_ns DESC";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM spans"
+                           " WHERE trace_id = ?1", -1, &cnt, NULL)
+        != SQLITE_OK)
+    {
+        sqlite3_finalize(st);
+        return fail(s, "prepare");
+    }
+    bind_text(st, 1, q->service);
+    bind_text(st, 2, q->route);
+    bind_text(st, 3, q->method);
+    sqlite3_bind_int(st, 4, q->status);
+    sqlite3_bind_int64(st, 5, q->min_duration_ns);
+    sqlite3_bind_int64(st, 6, q->from_ns);
+    sqlite3_bind_int64(st, 7, q->to_ns);
+    seen = calloc((size_t) q->limit + 1, 16);
+    if (seen == NULL) {
+        sqlite3_finalize(st);
+        sqlite3_finalize(cnt);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+
+    sp_buf_append_char(out, '[');
+    while (found < q->limit && rows++ < SEARCH_MAX_ROWS
+           && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    {
+        const void  *tid = sqlite3_column_blob(st, 0);
+        int          i, dup = 0;
+
+        if (tid == NULL || sqlite3_column_bytes(st, 0) != 16) {
+            continue;
+        }
+        for (i = 0; i < found && !dup; i++) {
+            dup = memcmp(seen[i], tid, 16) == 0;
+        }
+        if (dup) {
+            continue;
+        }
+        memcpy(seen[found], tid, 16);
+        sp_buf_append_str(out, found++ ? ",{" : "{");
+        span_members(out, st, 0);
+        sqlite3_bind_blob(cnt, 1, tid, 16, SQLITE_TRANSIENT);
+        sp_buf_appendf(out, ",\"spans\":%d}",
+                       sqlite3_step(cnt) == SQLITE_ROW
+                       ? sqlite3_column_int(cnt, 0) : 0);
+        sqlite3_reset(cnt);
+    }
+    if (found >= q->limit || rows > SEARCH_MAX_ROWS) {
+        rc = SQLITE_DONE;
+    }
+    sp_buf_append_char(out, ']');
+    free(seen);
+    sqlite3_finalize(cnt);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "search traces");
+}
+
+int
+serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    int            rc, n = 0;
+
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT " SPAN_COLS ", attrs,"
+            " (SELECT coalesce(sum(count), 0) FROM samples a"
+            "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
+            " (SELECT coalesce(sum(cpu_ns), 0) FROM samples a"
+            "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
+            " FROM spans s WHERE trace_id = ?1 ORDER BY start_ns, id",
+            -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_blob(st, 1, trace_id, 16, SQLITE_STATIC);
+    sp_buf_append_str(out, "{\"trace_id\":");
+    serve_json_hex(out, trace_id, 16);
+    sp_buf_append_str(out, ",\"spans\":[");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sp_buf_append_str(out, n++ ? ",{" : "{");
+        span_members(out, st, 0);
+        sp_buf_append_str(out, ",\"attributes\":");
+        serve_attrs_json(out, sqlite3_column_blob(st, 13),
+                         (size_t) sqlite3_column_bytes(st, 13));
+        sp_buf_appendf(out, ",\"cpu_samples\":%" PRId64 ",\"cpu_ns\":%"
+                       PRId64 "}", (int64_t) sqlite3_column_int64(st, 14),
+                       (int64_t) sqlite3_column_int64(st, 15));
+    }
+    sp_buf_append_str(out, "]}");
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        return fail(s, "read a trace");
+    }
+    return n == 0 ? 1 : 0;
+}
+
+int
+serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    int            rc, n = 0;
+
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT pid, max(service), sum(count), sum(cpu_ns),"
+            " sum(CASE WHEN span_id IS NULL THEN 0 ELSE cpu_ns END),"
+            " min(time_ns), max(time_ns + duration_ns)"
+            " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2"
+            " GROUP BY pid ORDER BY sum(cpu_ns) DESC LIMIT 1000",
+            -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, from_ns);
+    sqlite3_bind_int64(st, 2, to_ns);
+    sp_buf_append_char(out, '[');
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sp_buf_appendf(out, "%s{\"pid\":%lld,\"service\":", n++ ? "," : "",
+                       (long long) sqlite3_column_int64(st, 0));
+        col_json_str(out, st, 1);
+        sp_buf_appendf(out, ",\"samples\":%lld,\"cpu_ns\":%lld,"
+                       "\"in_requests_ns\":%lld,\"first_ns\":%lld,"
+                       "\"last_ns\":%lld}",
+                       (long long) sqlite3_column_int64(st, 2),
+                       (long long) sqlite3_column_int64(st, 3),
+                       (long long) sqlite3_column_int64(st, 4),
+                       (long long) sqlite3_column_int64(st, 5),
+                       (long long) sqlite3_column_int64(st, 6));
+    }
+    sp_buf_append_char(out, ']');
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "list workers");
+}
+
+int
+serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
+    serve_stack_fn fn, void *ud)
+{
+    sqlite3_stmt  *st;
+    const char    *sql;
+    int            rc;
+
+    if (q->span_id != NULL) {
+        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns), 1"
+              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
+              " WHERE a.span_id = ?1 AND a.trace_id = ?2"
+              " GROUP BY a.stack_id";
+    } else if (q->route != NULL) {
+        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns), 1"
+              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
+              " WHERE a.span_id IN (SELECT span_id FROM spans"
+              "  WHERE service IS ?3 AND route = ?4 AND kind = 2"
+              "  AND start_ns >= ?5 AND start_ns < ?6"
+              "  AND end_ns - start_ns >= ?7 AND end_ns - start_ns < ?8)"
+              " GROUP BY a.stack_id";
+    } else {
+        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns),"
+              " a.span_id IS NOT NULL"
+              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
+              " WHERE a.time_ns >= ?5 AND a.time_ns < ?6"
+              " AND (?9 = 0 OR a.pid = ?9)"
+              " GROUP BY a.stack_id, a.span_id IS NOT NULL";
+    }
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    if (q->span_id != NULL) {
+        sqlite3_bind_blob(st, 1, q->span_id, 8, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, q->trace_id, 16, SQLITE_STATIC);
+    }
+    bind_text(st, 3, q->service);
+    bind_text(st, 4, q->route);
+    sqlite3_bind_int64(st, 5, q->from_ns);
+    sqlite3_bind_int64(st, 6, q->to_ns);
+    sqlite3_bind_int64(st, 7, q->min_duration_ns);
+    sqlite3_bind_int64(st, 8, q->max_duration_ns > 0 ? q->max_duration_ns
+                                                    : INT64_MAX);
+    sqlite3_bind_int64(st, 9, q->pid);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (fn(ud, (const char *) sqlite3_column_text(st, 0),
+               sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+               sqlite3_column_int(st, 3)) != 0)
+        {
+            sqlite3_finalize(st);
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "read samples");
+}

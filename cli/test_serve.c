@@ -1,0 +1,365 @@
+/* Unit tests (TAP, under ASan and UBSan) of spanprof serve's parts: JSON
+ * escaping, the in-place wire reader on malformed input, stored attributes
+ * back to JSON, the OTLP/JSON decoder, flame graph trees, and the store
+ * (ingest, queries, batching, retention) in a temporary directory. The
+ * listeners and the UI are tested by t/84-t/87. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+
+#include "cli/serve/attrs_json.h"
+#include "cli/serve/flame_json.h"
+#include "cli/serve/json_out.h"
+#include "cli/serve/otlp_ingest.h"
+#include "cli/serve/otlp_json_decode.h"
+#include "cli/serve/store.h"
+#include "cli/serve/wire_read.h"
+
+static const char *
+str(sp_buf_t *b)
+{
+    sp_buf_append_char(b, '\0');
+    b->len--;
+    return (const char *) b->data;
+}
+
+static void
+test_json_out(void)
+{
+    sp_buf_t  b;
+    uint8_t   id[8];
+
+    sp_buf_init(&b);
+    serve_json_str(&b, "a\"b\\c\n<script>&");
+    is_str(str(&b), "\"a\\\"b\\\\c\\u000a\\u003cscript\\u003e\\u0026\"",
+           "quotes, backslashes, controls and < > & escaped");
+    sp_buf_reset(&b);
+    serve_json_strn(&b, "\xc3\xa9\xff\xe2\x82", 5);
+    is_str(str(&b), "\"\xc3\xa9\\ufffd\\ufffd\\ufffd\"",
+           "valid UTF-8 kept, invalid bytes become U+FFFD");
+    sp_buf_reset(&b);
+    serve_json_str(&b, NULL);
+    is_str(str(&b), "null", "NULL is null");
+    ok(serve_hex_parse("0102030405060708", id, 8) == 0 && id[7] == 8,
+       "hex parsed");
+    ok(serve_hex_parse("010203040506070", id, 8) != 0, "short hex refused");
+    ok(serve_hex_parse("01020304050607zz", id, 8) != 0, "non-hex refused");
+    sp_buf_free(&b);
+}
+
+static void
+test_wire(void)
+{
+    serve_wire_t   w;
+    serve_field_t  f;
+    /* field 1 varint 150; field 2 bytes "hi"; field 3 fixed64 */
+    static const uint8_t  good[] = { 0x08, 0x96, 0x01, 0x12, 0x02, 'h', 'i',
+                                     0x19, 1, 0, 0, 0, 0, 0, 0, 0 };
+    static const uint8_t  long_len[] = { 0x12, 0x7f, 'x' };
+    static const uint8_t  bad_varint[] = { 0x08, 0xff, 0xff, 0xff, 0xff,
+                                           0xff, 0xff, 0xff, 0xff, 0xff,
+                                           0xff, 0xff };
+    static const uint8_t  group[] = { 0x0b };
+    int            n = 0;
+
+    serve_wire_init(&w, good, sizeof(good));
+    while (serve_wire_next(&w, &f)) {
+        n++;
+        if (f.num == 1) {
+            is_int(f.v, 150, "varint");
+        } else if (f.num == 2) {
+            ok(f.len == 2 && memcmp(f.data, "hi", 2) == 0, "bytes");
+        } else if (f.num == 3) {
+            is_int(f.v, 1, "fixed64");
+        }
+    }
+    ok(n == 3 && !w.bad, "three fields, no error");
+    serve_wire_init(&w, long_len, sizeof(long_len));
+    ok(!serve_wire_next(&w, &f) && w.bad, "a length past the end: bad");
+    serve_wire_init(&w, bad_varint, sizeof(bad_varint));
+    ok(!serve_wire_next(&w, &f) && w.bad, "an 11-byte varint: bad");
+    serve_wire_init(&w, group, sizeof(group));
+    ok(!serve_wire_next(&w, &f) && w.bad, "a group: bad");
+    serve_wire_init(&w, good, 2);
+    ok(!serve_wire_next(&w, &f) && w.bad, "a truncated varint: bad");
+}
+
+static void
+test_attrs_json(void)
+{
+    /* KeyValue{key "k", value{string "v"}}, KeyValue{key "n", value{int 7}},
+     * KeyValue{key "<", value{bool true}}, then a truncated one. */
+    static const uint8_t  a[] = {
+        0x4a, 0x08, 0x0a, 0x01, 'k', 0x12, 0x03, 0x0a, 0x01, 'v',
+        0x4a, 0x07, 0x0a, 0x01, 'n', 0x12, 0x02, 0x18, 0x07,
+        0x4a, 0x07, 0x0a, 0x01, '<', 0x12, 0x02, 0x10, 0x01,
+        0x4a, 0x09, 0x0a };
+    sp_buf_t  b;
+
+    sp_buf_init(&b);
+    serve_attrs_json(&b, a, sizeof(a));
+    is_str(str(&b), "{\"k\":\"v\",\"n\":7,\"\\u003c\":true}",
+           "attributes back to JSON; a truncated one ends the object");
+    sp_buf_reset(&b);
+    serve_attrs_json(&b, NULL, 0);
+    is_str(str(&b), "{}", "none: {}");
+    sp_buf_free(&b);
+}
+
+static void
+test_json_decode(void)
+{
+    const ProtobufCMessageDescriptor  *d =
+        &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest  *r;
+    char   err[256];
+    char   deep[2048];
+    int    i;
+    const char  *neg, *two;
+    const char  *ok_json =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{"
+        "\"traceId\":\"5b8efff798038103d269b633813fc60c\","
+        "\"span_id\":\"eee19b7ec3c1b174\",\"kind\":\"SPAN_KIND_SERVER\","
+        "\"startTimeUnixNano\":\"18446744073709551615\","
+        "\"attributes\":[{\"key\":\"a\",\"value\":{\"intValue\":-5}}]}]}]}]}";
+
+    r = (void *) serve_otlp_json_decode(d, ok_json, strlen(ok_json), err,
+                                        sizeof(err));
+    ok(r != NULL, "decoded") ;
+    if (r != NULL) {
+        Opentelemetry__Proto__Trace__V1__Span  *s =
+            r->resource_spans[0]->scope_spans[0]->spans[0];
+
+        ok(s->trace_id.len == 16 && s->trace_id.data[0] == 0x5b,
+           "traceId from hex");
+        ok(s->span_id.len == 8, "snake_case name accepted too");
+        is_int(s->kind, 2, "enum by name");
+        ok(s->start_time_unix_nano == UINT64_MAX, "uint64 max as a string");
+        ok(s->attributes[0]->value->int_value == -5, "negative int64");
+        ok(protobuf_c_message_check(&r->base), "a valid message");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    ok(serve_otlp_json_decode(d, "[]", 2, err, sizeof(err)) == NULL,
+       "an array is refused");
+    neg = "{\"resourceSpans\":[{\"scopeSpans\":[{"
+          "\"spans\":[{\"startTimeUnixNano\":\"-1\"}]}]}]}";
+    ok(serve_otlp_json_decode(d, neg, strlen(neg), err, sizeof(err)) == NULL
+       && strstr(err, "start_time_unix_nano") != NULL,
+       "a negative uint64 refused, naming the field");
+    two = "{\"resourceSpans\":[{\"resource\":{"
+          "\"attributes\":[{\"value\":{\"stringValue\":"
+          "\"a\",\"intValue\":1}}]}}]}";
+    ok(serve_otlp_json_decode(d, two, strlen(two), err, sizeof(err)) == NULL
+       && strstr(err, "oneof") != NULL, "two members of a oneof refused");
+    /* Nesting through kvlistValue, deeper than 64. */
+    deep[0] = '\0';
+    strcat(deep, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
+    for (i = 0; i < 40; i++) {
+        strcat(deep, "{\"value\":{\"kvlistValue\":{\"values\":[");
+    }
+    for (i = 0; i < 40; i++) {
+        strcat(deep, "]}}}");
+    }
+    strcat(deep, "]}}]}");
+    ok(serve_otlp_json_decode(d, deep, strlen(deep), err, sizeof(err))
+       == NULL && strstr(err, "nested") != NULL, "nesting bounded");
+}
+
+static int
+count_frames(void *ud, const char *stack, int64_t count, int64_t cpu_ns,
+    int in_request)
+{
+    int64_t  *t = ud;
+
+    t[0] += count;
+    t[1] += cpu_ns;
+    t[2] += in_request;
+    return 0;
+}
+
+static void
+test_flame(void)
+{
+    serve_flame_t  *f = serve_flame_new();
+    sp_buf_t        b;
+
+    sp_buf_init(&b);
+    serve_flame_add(f, "main;b;leaf", 30, 3, 0);
+    serve_flame_add(f, "main;a", 10, 1, 0);
+    serve_flame_add(f, "main;b", 5, 1, 1);
+    serve_flame_json(f, "all", 1, &b);
+    is_str(str(&b), "{\"n\":\"all\",\"t\":[40,5],\"s\":[4,1],\"c\":["
+           "{\"n\":\"main\",\"t\":[40,5],\"s\":[4,1],\"c\":["
+           "{\"n\":\"a\",\"t\":[10,0],\"s\":[1,0]},"
+           "{\"n\":\"b\",\"t\":[30,5],\"s\":[3,1],\"c\":["
+           "{\"n\":\"leaf\",\"t\":[30,0],\"s\":[3,0]}]}]}]}",
+           "stacks merged, children by name, both sides");
+    serve_flame_free(f);
+    sp_buf_free(&b);
+}
+
+static uint8_t *
+one_span_request(const char *route, uint64_t start, size_t *len)
+{
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest  req =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    Opentelemetry__Proto__Trace__V1__ResourceSpans  rs =
+        OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT, *rsp = &rs;
+    Opentelemetry__Proto__Trace__V1__ScopeSpans  ss =
+        OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT, *ssp = &ss;
+    Opentelemetry__Proto__Trace__V1__Span  sp =
+        OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT, *spp = &sp;
+    Opentelemetry__Proto__Common__V1__KeyValue  kv =
+        OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT, *kvp = &kv;
+    Opentelemetry__Proto__Common__V1__AnyValue  v =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+    static uint8_t  tid[16], sid[8];
+    uint8_t        *buf;
+
+    memcpy(tid, &start, 8);
+    tid[15] = 1;
+    memcpy(sid, &start, 8);
+    sid[7] |= 1;
+    kv.key = "http.route";
+    kv.value = &v;
+    v.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    v.string_value = (char *) route;
+    sp.trace_id.data = tid;
+    sp.trace_id.len = 16;
+    sp.span_id.data = sid;
+    sp.span_id.len = 8;
+    sp.name = "GET";
+    sp.kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_SERVER;
+    sp.start_time_unix_nano = start;
+    sp.end_time_unix_nano = start + 1000;
+    sp.n_attributes = 1;
+    sp.attributes = &kvp;
+    ss.n_spans = 1;
+    ss.spans = &spp;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    *len = protobuf_c_message_get_packed_size(&req.base);
+    buf = malloc(*len);
+    protobuf_c_message_pack(&req.base, buf);
+    return buf;
+}
+
+static void
+test_store(void)
+{
+    char                    dir[] = "/tmp/spanprof-test-serve-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_store_stats_t     st;
+    serve_trace_query_t     q;
+    serve_sample_query_t    sq;
+    serve_sample_t          sa;
+    sp_buf_t                b;
+    uint8_t                *req, tid[16], sid[8];
+    size_t                  len, cut;
+    int64_t                 now = 2000000000000000000LL, tot[3] = { 0 };
+    int                     rc;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "store opened") ;
+    if (s == NULL) {
+        return;
+    }
+    sp_buf_init(&b);
+
+    req = one_span_request("/old", (uint64_t) (now - 7200000000000LL), &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span ingested");
+    /* Every truncation of a valid request: refused or stored, never a
+     * crash (ASan watches), and nothing of a refused one stored. */
+    for (cut = 1; cut < len; cut++) {
+        rc = serve_ingest_traces(s, req, cut, 0, &r);
+        if (rc != 0 && r.accepted != 0) {
+            break;
+        }
+    }
+    ok(cut == len, "every truncation answered, none half stored");
+    free(req);
+    req = one_span_request("/new", (uint64_t) now, &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a second span");
+    free(req);
+
+    memset(&q, 0, sizeof(q));
+    q.limit = 10;
+    q.slowest = 1;
+    q.to_ns = INT64_MAX;
+    ok(serve_store_traces(s, &q, &b) == 0
+       && strstr(str(&b), "\"route\":\"/new\"") != NULL
+       && strstr(str(&b), "\"route\":\"/old\"") != NULL,
+       "both found before their commit (the same connection)");
+
+    /* A sample of the new span. */
+    memset(tid, 0, sizeof(tid));
+    memcpy(tid, &now, 8);
+    tid[15] = 1;
+    memcpy(sid, &now, 8);
+    sid[7] |= 1;
+    memset(&sa, 0, sizeof(sa));
+    sa.time_ns = now;
+    sa.trace_id = tid;
+    sa.span_id = sid;
+    sa.stack = "main;work";
+    sa.count = 3;
+    sa.cpu_ns = 3000;
+    ok(serve_store_begin(s) == 0 && serve_store_add_sample(s, &sa) == 0
+       && serve_store_commit(s) == 0, "a sample stored");
+    memset(&sq, 0, sizeof(sq));
+    sq.trace_id = tid;
+    sq.span_id = sid;
+    ok(serve_store_stacks(s, &sq, count_frames, tot) == 0 && tot[0] == 3
+       && tot[1] == 3000 && tot[2] == 1, "the span's samples");
+
+    ok(serve_store_flush(s) == 0, "flushed");
+    ok(serve_store_retain(s, now, 3600000000000LL, 0) == 0,
+       "retention by age");
+    serve_store_get_stats(s, &st);
+    is_int(st.spans_deleted, 1, "the old span deleted");
+    sp_buf_reset(&b);
+    ok(serve_store_trace(s, tid, &b) == 0, "the new one stays");
+    serve_store_close(s);
+
+    /* Reopened: what was committed is there. */
+    s = serve_store_open(dir, err, sizeof(err));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"cpu_samples\":3") != NULL,
+       "reopened: the span and its samples");
+    serve_store_close(s);
+
+    sp_buf_free(&b);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
+int
+main(void)
+{
+    test_json_out();
+    test_wire();
+    test_attrs_json();
+    test_json_decode();
+    test_flame();
+    test_store();
+    return done_testing();
+}
