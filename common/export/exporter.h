@@ -24,6 +24,9 @@
  * the wait is over, the next batch's included), while at most batch_count
  * encoded batches wait (one while the collector keeps failing: the rest
  * stay in the queue); other 4xx/5xx drop the batch with an error line.
+ * With protocol grpc, unary Export calls on the endpoint's scheme://host:
+ * port instead (http_client.h), the OTLP retryable gRPC codes and
+ * RetryInfo's delay taking the place of those statuses and Retry-After.
  * endpoint "file:///dir": appends OTLP/JSON lines to dir/traces.jsonl,
  * through the descriptors a privileged parent opened (conf.files; see
  * file_output.h: rotation is followed), else by path.

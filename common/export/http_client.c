@@ -46,7 +46,8 @@ on_body(char *p, size_t size, size_t n, void *ud)
     sp_buf_t          *b = c->grpc ? &c->raw : &c->resp.body;
     /* gRPC: room for the frame header too, so that a whole answer of
      * the limit still unframes. */
-    size_t             max = SP_HTTP_MAX_BODY + (c->grpc ? 5 : 0);
+    size_t             max = SP_HTTP_MAX_BODY
+                             + (c->grpc ? SP_GRPC_FRAME_HEADER : 0);
     size_t             room = max - b->len;
 
     sp_buf_append(b, p, len < room ? len : room);
@@ -103,7 +104,7 @@ grpc_headers(const sp_http_client_conf_t *conf)
         "te: trailers",
         "grpc-accept-encoding: identity,gzip",
         conf->gzip ? "grpc-encoding: gzip" : NULL,
-        /* Not HTTP/1.1's: HTTP/2 has no Expect, and no Accept in gRPC. */
+        /* No Accept header: gRPC does not use it. */
         "Accept:",
     };
     char                buf[1024];
