@@ -48,6 +48,7 @@ server {
     location /cpu-low { otel_profiling_keep cpu=50ms; spanprof_burn beta 20; }
     location /hdr     { otel_profiling $http_x_profile; otel_profiling_keep all; spanprof_burn alpha 60; }
     location /long    { spanprof_burn alpha 900 45; }
+    location /slow-nt { otel_trace off; spanprof_burn alpha 250; }
     location /tick    { otel_trace off; otel_profiling off; spanprof_burn beta 3; }
     location /        { return 404; }
 }
@@ -74,6 +75,7 @@ $r{hdr0}    = http_get($ngx->port, '/hdr', headers => { 'X-Profile' => '0' });
 $r{hdroff}  = http_get($ngx->port, '/hdr', headers => { 'X-Profile' => 'off' });
 $r{hdrnone} = http_get($ngx->port, '/hdr');
 $r{long}    = http_get($ngx->port, '/long');
+my $slow_nt = http_get($ngx->port, '/slow-nt');     # not traced: no span
 my $t_end = time;
 my ($covered, @samples) = wait_otlp_covering($recv, $t_end, 15,
     poke => sub { http_get($ngx->port, '/tick') });
@@ -112,6 +114,18 @@ sub not_kept {
 # The rule is the span's own wall duration: on a loaded machine a "fast"
 # request may well last 100 ms; it must then be kept.
 sub ms { my ($s) = @_; return ($s->{end} - $s->{start}) / 1e6 }
+
+# A request that is not traced ends with the kernel tick's time, not the
+# precise clock (keep_rules.h); nginx's cached time would not have moved
+# while its handler burnt 250 ms, and the request would not be kept.
+subtest 'nginx: keep slow=100ms, a request that is not traced' => sub {
+    is $slow_nt->{status}, 200, '/slow-nt answered 200';
+    my $id = $slow_nt->{headers}{'x-span-id'} // '';
+    like $id, qr/^[0-9a-f]{16}$/, "its span id ($id)";
+    ok !$span{$id}, 'no span of it was exported';
+    my $w = total(linked(\@samples, $id));
+    ok $w >= 80, "its samples keep their labels: $w (>= 80 of its 250 ms)" or diag $diag->();
+};
 
 subtest 'nginx: keep slow=100ms' => sub {
     kept('slow', 80);
