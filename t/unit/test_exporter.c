@@ -251,6 +251,7 @@ main(void)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
     memset(&conf, 0, sizeof(conf));
     conf.endpoint = url;
+    conf.protocol = SP_EXPORT_HTTP_PROTOBUF;    /* 0 is grpc */
     conf.interval_ms = 20;
     conf.batch_size = BATCH;
     conf.batch_count = 4;
