@@ -58,7 +58,15 @@ wait_until(20, sub {
     $trace = JSON::PP::decode_json($r->{content});
     my ($s) = grep { $_->{span_id} eq $sid } @{ $trace->{spans} };
     return 0 unless $s && $s->{cpu_samples} >= 100;
-    return @{ $sv->api('/api/traces', service => 'serve-test') } >= 5;
+    return 0 unless @{ $sv->api('/api/traces', service => 'serve-test') } >= 5;
+    # the /fast requests' samples too, and some outside any request
+    for my $f (@fast) {
+        my $ft = $sv->get('/api/traces/' . $f->{headers}{'x-trace-id'});
+        return 0 unless $ft->{status} == 200
+            && JSON::PP::decode_json($ft->{content})->{spans}[0]{cpu_samples} > 0;
+    }
+    my ($w) = grep { $_->{pid} == ($ngx->worker_pids)[0] } @{ $sv->api('/api/workers') };
+    return $w && $w->{cpu_ns} > $w->{in_requests_ns};
 });
 
 subtest 'search' => sub {

@@ -566,10 +566,11 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
         sa.service = service;
         sa.pid = pid;
         if (cpu_values) {
+            /* Samples in periods: a timestamp may stand for several
+             * (timer overruns), and its value says how much CPU. */
             sa.cpu_ns = sum;
-            sa.count = ps->n_timestamps_unix_nano > 0
-                       ? (int64_t) ps->n_timestamps_unix_nano
-                       : (p->period > 0 ? sum / p->period : 0);
+            sa.count = p->period > 0 ? (sum + p->period / 2) / p->period
+                                     : (int64_t) ps->n_timestamps_unix_nano;
         } else {
             sa.count = ps->n_values > 0 ? sum
                                         : (int64_t) ps->n_timestamps_unix_nano;
