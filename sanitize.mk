@@ -75,7 +75,7 @@ sanitize: sanitize-nginx sanitize-apache
 
 # --- the run ------------------------------------------------------------------
 # nginx and Apache: propagation formats (12); nginx: propagation (10, 11),
-# export failures (41, 43), profiling (60-62),
+# export failures (41, 43), OTLP/gRPC (47), profiling (60-62),
 # keep rules (66), the control API (69); Apache: tracing and propagation
 # (70), export and its failures (71), profiling (72), sampling expressions
 # (77), the control API (79). The test-only burn modules are
@@ -83,6 +83,7 @@ sanitize: sanitize-nginx sanitize-apache
 SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
                   t/12-propagation-formats.t \
                   t/41-export-failures.t t/43-shutdown-flush.t \
+                  t/47-grpc-export.t \
                   t/60-profiling-single.t t/61-profiling-concurrency.t \
                   t/62-profiling-lifecycle.t t/66-profiling-keep.t \
                   t/69-api.t \
