@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "cli/serve/json_out.h"
+#include "common/trace/ids.h"
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if
  * invalid. */
@@ -89,48 +90,31 @@ serve_json_str(sp_buf_t *out, const char *s)
 void
 serve_json_hex(sp_buf_t *out, const uint8_t *p, size_t n)
 {
-    static const char  hex[] = "0123456789abcdef";
-    size_t             i;
+    char  hex[64];
+    size_t  k;
 
     sp_buf_append_char(out, '"');
-    for (i = 0; i < n; i++) {
-        sp_buf_append_char(out, hex[p[i] >> 4]);
-        sp_buf_append_char(out, hex[p[i] & 15]);
+    for (k = 0; k < n; k += sizeof(hex) / 2) {
+        size_t  m = n - k < sizeof(hex) / 2 ? n - k : sizeof(hex) / 2;
+
+        sp_hex_encode(hex, p + k, m);
+        sp_buf_append(out, hex, 2 * m);
     }
     sp_buf_append_char(out, '"');
-}
-
-static int
-nibble(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
 }
 
 int
 serve_hex_parse(const char *s, uint8_t *p, size_t n)
 {
+    char    lower[64];
     size_t  i;
-    int     hi, lo;
 
-    if (strlen(s) != 2 * n) {
+    /* Ids pasted in capitals are the same ids. */
+    if (2 * n > sizeof(lower) || strlen(s) != 2 * n) {
         return -1;
     }
-    for (i = 0; i < n; i++) {
-        hi = nibble(s[2 * i]);
-        lo = nibble(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return -1;
-        }
-        p[i] = (uint8_t) (hi << 4 | lo);
+    for (i = 0; i < 2 * n; i++) {
+        lower[i] = s[i] >= 'A' && s[i] <= 'F' ? (char) (s[i] + 32) : s[i];
     }
-    return 0;
+    return sp_hex_decode(p, lower, n) == 0 ? 0 : -1;
 }
