@@ -44,6 +44,10 @@ server {
 }
 EOF
 
+# The same with a block that only shortens the flush interval (5 s by
+# default), for the cases that are not about having no block.
+my $SERVER_FAST = "otel_exporter { interval 100ms; }\n$SERVER";
+
 subtest 'nginx: no otel_exporter block, everything from variables' => sub {
     my $recv = start_receiver();
     my $ngx = start_nginx(conf => $SERVER, env => {
@@ -105,7 +109,7 @@ EOF
 
 subtest 'nginx: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is' => sub {
     my $recv = start_receiver();
-    my $ngx = start_nginx(conf => $SERVER, env => {
+    my $ngx = start_nginx(conf => $SERVER_FAST, env => {
         %ENV_HTTP,
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT => $recv->url . '/custom/traces',
         OTEL_EXPORTER_OTLP_ENDPOINT        => 'http://127.0.0.1:1/unused',
@@ -121,7 +125,7 @@ subtest 'nginx: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is' => sub {
 
 subtest 'nginx: env NAME=value in nginx.conf counts as the variable' => sub {
     my $recv = start_receiver();
-    my $ngx = start_nginx(conf => $SERVER,
+    my $ngx = start_nginx(conf => $SERVER_FAST,
         main => "env OTEL_SERVICE_NAME=from-env-directive;\nenv OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf;",
         env  => { OTEL_EXPORTER_OTLP_ENDPOINT => $recv->url, OTEL_SERVICE_NAME => 'from-environment' });
     http_get($ngx->port, '/e');
@@ -134,7 +138,7 @@ subtest 'nginx: env NAME=value in nginx.conf counts as the variable' => sub {
 
 subtest 'nginx: a reload reads the master environment again (unchanged)' => sub {
     my $recv = start_receiver();
-    my $ngx = start_nginx(conf => $SERVER, env => {
+    my $ngx = start_nginx(conf => $SERVER_FAST, env => {
         %ENV_HTTP, OTEL_EXPORTER_OTLP_ENDPOINT => $recv->url, OTEL_SERVICE_NAME => 'before-reload',
     });
     my @new = $ngx->reload;
