@@ -23,7 +23,7 @@ sub min { my $m; for (@_) { $m = $_ if !defined $m || $_ < $m } $m }
 sub max { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } $m }
 sub sum { my $s = 0; $s += $_ for @_; $s }
 
-my @cfgs = qw(A B C D E F J);
+my @cfgs = qw(A B C D E F G J);
 my %desc = (
     A => 'no module',
     B => 'module loaded, `otel_trace off`',
@@ -31,6 +31,7 @@ my %desc = (
     D => 'C + profiling at 100 Hz',
     E => 'C, collector down (refused)',
     F => 'D + an `otel_api` location (status and control every 250 ms)',
+    G => 'C with `protocol grpc` (OTLP/gRPC)',
     J => 'C with `protocol http/json` (OTLP/JSON)',
 );
 my %wdesc = (
@@ -300,15 +301,18 @@ p "## How it was run", "",
   "```", "",
   "`bench/run` builds the module (`make nginx`) and the tools (`make bench-tools`:",
   "`build/bench/{receiver,sample_cost,encode_bench}`), then:", "",
-  "- starts seven nginx instances, one per configuration, each `worker_processes 1`, with",
+  "- starts one nginx instance per configuration, each `worker_processes 1`, with",
   "  `taskset -c 1 /usr/sbin/nginx -p DIR/ -c DIR/nginx.conf -e DIR/error.log` (master and",
   "  worker on CPU 1; the exporter runs on the worker's own event loop, no thread of its own,",
   "  so its CPU is part of the worker's);",
   "- starts `taskset -c 0 build/bench/receiver --port P` for C, D, F and J: an epoll HTTP/1.1",
   "  server that answers every request `200` with an empty body and counts the spans of",
   "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
+  "  for G `taskset -c 0 /usr/bin/python3 t/grpc_receiver.py --port P --count FILE`, a",
+  "  python3-grpcio server answering every `TraceService/Export` OK and counting its spans",
+  "  with protobuf's parser;",
   "  E's endpoint is a port where nothing listens;",
-  "- for each workload, $meta{rounds} rounds of A B C D E F J; each run is",
+  "- for each workload, $meta{rounds} rounds of " . join(' ', grep { $S{$wls[0] // ''}{$_} } @cfgs) . "; each run is",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{warmup}s URL` (warm-up, not counted), then",
   "  `taskset -c 0 wrk -t1 -c$meta{conns} -d$meta{duration}s URL`;",
   "- around each measured run it reads `utime+stime` (fields 14, 15 of `/proc/<worker>/stat`,",
@@ -324,8 +328,11 @@ p "## How it was run", "",
 p "The configuration of C (the others differ as described: A has no `load_module` and no",
   "`otel_*` lines, B has `otel_trace off`, D adds `otel_profiling_rate 100;",
   "otel_profiling_interval 10s;` and `otel_profiling on;`, E points at a closed port, F is D",
-  "with `location = /api { otel_api; }` in the measured server, J is C with `protocol http/json;`",
-  "in `otel_exporter`):", "",
+  "with `location = /api { otel_api; }` in the measured server, G is C with `protocol grpc;`",
+  "and J C with `protocol http/json;` in `otel_exporter`"
+  . ((($meta{libcurl} // '') =~ m{(\d+)\.} && $1 < 8)
+     ? "; $meta{libcurl}, before 8.0, cannot reuse an h2c connection (curl/curl#10634), so G opens a connection per export call):"
+     : '):'), "",
   "```nginx", (split /\n/, slurp("$W/nginx-C.conf")), "```", "";
 
 p "## Throughput, CPU and memory", "";
@@ -418,7 +425,7 @@ p "## Receiver check", "",
   "`protoc --decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest` on the same",
   "bodies found $verify{protoc} (" . (($verify{count} // -1) eq ($verify{protoc} // -2) ? 'equal' : '**different**') . ").",
   "Receiver totals at the end: C `$meta{recv_c}`; D `$meta{recv_d}`"
-  . ($meta{recv_j} ? "; J `$meta{recv_j}`" : '') . ".", "";
+  . ($meta{recv_j} ? "; J `$meta{recv_j}`" : '') . ($meta{recv_g} ? "; G `$meta{recv_g}`" : '') . ".", "";
 
 my $el = slurp("$W/error-lines.txt");
 if ($el) { p "spanprof lines in the error logs (warn and above, last 5 per instance):", "", "```", (map { s/^(\S+) \S+ \S+ /$1 /r } split /\n/, $el), "```", "" }

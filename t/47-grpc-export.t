@@ -201,11 +201,12 @@ subtest 'nginx: partial success is counted' => sub {
     no_crash($ngx);
 };
 
-subtest 'nginx: profiles over ProfilesService/Export (TLS), on the spans\' connection' => sub {
+subtest 'nginx: profiles over ProfilesService/Export (TLS), on the spans\' connection, partial success' => sub {
     need_burn_module();
     plan skip_all => 'needs the openssl CLI' unless -x '/usr/bin/openssl';
     my $t = tls_files();
-    my $recv = start_grpc_receiver(tls => $t);
+    # The first profile is answered with a partial success rejecting it.
+    my $recv = start_grpc_receiver(tls => $t, profiles_script => ['partial:1']);
     my $ngx = start_nginx(receiver => $recv, burn => 1, conf => <<"EOF");
 otel_exporter {
     endpoint %%RECEIVER%%;
@@ -221,6 +222,7 @@ server {
     otel_trace on;
     otel_profiling on;
     location /alpha { spanprof_burn alpha 300; }
+    location = /api { otel_trace off; otel_profiling off; otel_api; }
 }
 EOF
     http_get($ngx->port, '/alpha') for 1 .. 2;
@@ -239,6 +241,14 @@ EOF
     my %conns = map { $_->{conn} => 1 } $recv->requests;
     is scalar(keys %conns), 1, 'spans and profiles multiplexed on one TLS connection'
         or diag $recv->summary;
+    is $p[0]{action}, 'partial:1', 'the first profile got a partial success' if @p;
+    ok wait_until(5, sub { grep { /collector rejected 1 of 1 profiles: test rejection/ } $ngx->spanprof_lines }),
+        'logged with the ExportProfilesServiceResponse\'s message' or diag $ngx->error_log_tail(20);
+    my ($json, $prom);
+    ok wait_until(5, sub { ($json, $prom) = api_counter($ngx->port, '/api', 'profiles_rejected');
+                           ($json // 0) == 1 && ($prom // 0) == 1 }),
+        'profiles_rejected 1 in the API\'s JSON (' . ($json // 'none') . ') and Prometheus text ('
+        . ($prom // 'none') . ')';
     no_crash($ngx);
 };
 

@@ -217,6 +217,38 @@ EOF
     is scalar($ngx->crash_lines), 0, 'no crash';
 };
 
+subtest 'nginx: a JSON partial success rejecting a profile is counted and logged' => sub {
+    # Every answer rejects what it got: rejectedProfiles to the profiles.
+    my $recv = start_receiver(default => 'json-partial:1');
+    my $ngx  = start_nginx(receiver => $recv, burn => 1, conf => <<'EOF');
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+otel_exporter { endpoint %%RECEIVER%%; protocol http/json; interval 100ms; }
+server {
+    listen 127.0.0.1:%%PORT%%;
+    location /tick { otel_profiling on; spanprof_burn beta 20; }
+    location = /api { otel_profiling off; otel_api; }
+}
+EOF
+    my $logged;
+    ok wait_until(10, sub {
+        http_get($ngx->port, '/tick');
+        $logged = grep { /collector rejected 1 of 1 profiles: test rejection/ } $ngx->spanprof_lines;
+    }), 'error log: "rejected 1 of 1 profiles: test rejection"' or diag $recv->summary . $ngx->error_log_tail(20);
+    my @pq = profile_reqs($recv);
+    ok @pq >= 1, scalar(@pq) . ' profile request(s), answered ' . ($pq[0]{action} // 'none');
+    like $pq[0]{headers}{'content-type'} // '', qr{^application/json}, 'the profile was sent as JSON' if @pq;
+    my ($json, $prom);
+    ok wait_until(5, sub { ($json, $prom) = api_counter($ngx->port, '/api', 'profiles_rejected');
+                           ($json // 0) >= 1 && ($json // 0) == ($prom // -1) }),
+        'profiles_rejected in the API\'s JSON (' . ($json // 'none') . ') and Prometheus text ('
+        . ($prom // 'none') . ')';
+    my ($exported) = api_counter($ngx->port, '/api', 'profiles_exported');
+    is $exported, 0, 'a rejected profile is not counted as exported';
+    is scalar(trace_requests($recv)), 0, 'no spans (tracing off)';
+    is scalar($ngx->crash_lines), 0, 'no crash';
+};
+
 # --- apache2 -----------------------------------------------------------------------
 SKIP: {
     unless (-f apache_module_path()) {

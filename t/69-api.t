@@ -117,7 +117,7 @@ subtest 'GET: JSON status' => sub {
                       spans_dropped_export_failed export_requests_ok export_requests_failed
                       export_requests_retried queue_depth samples_taken
                       samples_dropped_ring_full samples_unwound_partially samples_reentered
-                      profile_builder_dropped profiles_exported profiles_failed
+                      profile_builder_dropped profiles_exported profiles_failed profiles_rejected
                       profile_bytes_exported profile_bytes_failed
                       samples_kept samples_unlabelled_by_keep_rules keep_verdicts_dropped
                       samples_undecided_forced samples_pending profiles_truncated

@@ -4,6 +4,8 @@
 # then 200 (nothing lost), spans queued with a 60 s interval flushed by the
 # old children on `apachectl -k graceful` and by every child on `-k stop`,
 # and a collector that hangs: OtelExporterShutdownTimeout bounds the stop.
+# Once (event MPM): a profile rejected in a partial success is counted
+# (profiles_rejected in the status API) and logged with the message.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -107,5 +109,42 @@ for my $mpm (apache_mpms()) {
         $recv->stop;
     };
 }
+
+subtest 'event: a profile rejected in a partial success (http/protobuf)' => sub {
+    my ($mpm) = grep { $_ eq 'event' } apache_mpms();
+    plan skip_all => 'event MPM not tested' unless $mpm;
+    # Every answer is an ExportProfilesServiceResponse rejecting 1.
+    my $recv = start_receiver(default => 'partial:1');
+    my $ap = start_apache(mpm => $mpm, receiver => $recv, burn => 1, servers => 1, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+OtelProfilingInterval 0.3
+OtelProfilingRate 500
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+<Location /api>
+    SetHandler spanprof-api
+</Location>
+EOF
+    ok wait_until(10, sub {
+        http_get($ap->port, '/burn?fn=beta&ms=20&n=1');
+        grep { /collector rejected 1 of 1 profiles: test rejection/ } $ap->spanprof_lines;
+    }), 'error log: "rejected 1 of 1 profiles: test rejection"' or diag $recv->summary . $ap->error_log_tail(20);
+    my @pq = grep { $_->{path} eq '/v1development/profiles' } $recv->requests;
+    ok @pq >= 1, scalar(@pq) . ' profile request(s), answered ' . ($pq[0]{action} // 'none');
+    my ($json, $prom);
+    ok wait_until(5, sub { ($json, $prom) = api_counter($ap->port, '/api', 'profiles_rejected');
+                           ($json // 0) >= 1 && ($json // 0) == ($prom // -1) }),
+        'profiles_rejected in the API\'s JSON (' . ($json // 'none') . ') and Prometheus text ('
+        . ($prom // 'none') . ')';
+    my ($exported) = api_counter($ap->port, '/api', 'profiles_exported');
+    is $exported, 0, 'a rejected profile is not counted as exported';
+    is scalar($ap->crash_lines), 0, 'no crash';
+    $ap->stop;
+    $recv->stop;
+};
 
 done_testing;

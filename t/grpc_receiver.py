@@ -7,6 +7,7 @@
 #   /usr/bin/python3 t/grpc_receiver.py --port P --dir D
 #       [--cert C --key K] [--script LIST] [--default ENTRY]
 #       [--profiles-script LIST] [--profiles-default ENTRY]
+#   /usr/bin/python3 t/grpc_receiver.py --port P --count FILE [...]
 #
 # Serves opentelemetry.proto.collector.trace.v1.TraceService/Export and
 # opentelemetry.proto.collector.profiles.v1development.ProfilesService/
@@ -40,6 +41,14 @@
 #                      google.rpc.Status whose details hold a
 #                      google.rpc.RetryInfo { retry_delay MS ms }
 # The stored action is "200" for ok and delay, "partial:N", or the entry.
+#
+# --count FILE (bench/run's gRPC collector, instead of --dir): nothing is
+# stored; each TraceService request is decoded by protobuf's own parser
+# (classes protoc generates from the repository's proto/ at start) and
+# its spans counted, and FILE is rewritten (temporary file, rename) after
+# every call with one line in bench/receiver's /stats format:
+#   requests=N traces=N spans=N profiles=N bytes=N bad=N
+# (bytes: the request messages, decompressed; bad: undecodable requests).
 # SIGTERM ends it.
 import argparse
 import gzip
@@ -59,7 +68,8 @@ PROFILES = 'opentelemetry.proto.collector.profiles.v1development.ProfilesService
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--port', type=int, required=True)
-ap.add_argument('--dir', required=True)
+ap.add_argument('--dir')
+ap.add_argument('--count')
 ap.add_argument('--cert')
 ap.add_argument('--key')
 ap.add_argument('--script', default='')
@@ -67,6 +77,8 @@ ap.add_argument('--default', default='ok')
 ap.add_argument('--profiles-script', default='')
 ap.add_argument('--profiles-default', default='ok')
 args = ap.parse_args()
+if (args.dir is None) == (args.count is None):
+    ap.error('one of --dir and --count is required')
 
 lock = threading.Lock()
 state = {'seq': 0, 'conns': {}}
@@ -112,7 +124,65 @@ def status_details(code, message, retry_ms):
             + ld(3, a.SerializeToString()))
 
 
+counts = {'requests': 0, 'traces': 0, 'spans': 0, 'profiles': 0,
+          'bytes': 0, 'bad': 0}
+trace_request = None
+
+
+def load_trace_request():
+    # protoc's Python classes for the repository's proto/, in a temporary
+    # directory (plain packages, so no installed module shadows them).
+    import atexit
+    import shutil
+    import subprocess
+    import tempfile
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    proto = os.path.join(root, 'proto')
+    gen = tempfile.mkdtemp(prefix='spanprof-grpc-count-')
+    atexit.register(shutil.rmtree, gen, True)
+    protos = []
+    for d, _, files in os.walk(proto):
+        protos += [os.path.relpath(os.path.join(d, f), proto)
+                   for f in files if f.endswith('.proto')]
+    subprocess.run(['protoc', '-I', proto, '--python_out=' + gen] + protos,
+                   check=True)
+    for d, _, files in os.walk(os.path.join(gen, 'opentelemetry')):
+        open(os.path.join(d, '__init__.py'), 'a').close()
+    sys.path.insert(0, gen)
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    return trace_service_pb2.ExportTraceServiceRequest
+
+
+def count(service, request):
+    n, bad = 0, 0
+    if request[:2] == b'\x1f\x8b':
+        request = gzip.decompress(request)
+    if service == TRACES:
+        try:
+            req = trace_request.FromString(request)
+            n = sum(len(ss.spans) for rs in req.resource_spans
+                    for ss in rs.scope_spans)
+        except Exception:
+            bad = 1
+    with lock:
+        counts['requests'] += 1
+        counts['traces' if service == TRACES else 'profiles'] += 1
+        counts['spans'] += n
+        counts['bytes'] += len(request)
+        counts['bad'] += bad
+        line = ' '.join('%s=%d' % (k, counts[k]) for k in
+                        ('requests', 'traces', 'spans', 'profiles', 'bytes',
+                         'bad'))
+        tmp = args.count + '.tmp'
+        with open(tmp, 'w') as f:
+            f.write(line + '\n')
+        os.rename(tmp, args.count)
+
+
 def store(service, request, context, action):
+    if args.count:
+        count(service, request)
+        return
     now = time.time()
     md = {}
     for k, v in context.invocation_metadata():
@@ -171,6 +241,11 @@ def handler(service):
         'Export': grpc.unary_unary_rpc_method_handler(export),
     })
 
+
+if args.count:
+    trace_request = load_trace_request()
+    with open(args.count, 'w') as f:
+        f.write('requests=0 traces=0 spans=0 profiles=0 bytes=0 bad=0\n')
 
 server = grpc.server(
     futures.ThreadPoolExecutor(max_workers=16),

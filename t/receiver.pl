@@ -28,14 +28,16 @@
 #                  whole second)
 #   partial:N      200 whose body is ExportTraceServiceResponse{
 #                  partial_success{rejected_spans:N,
-#                  error_message:"test rejection"}}
+#                  error_message:"test rejection"}} (the same bytes are
+#                  an ExportProfilesServiceResponse with rejected_profiles)
 #   hang           read the request, never answer, keep the socket open
 #                  until killed (or until the client closes it)
 #   garbage        200, Content-Type application/x-protobuf, body
 #                  "\xff\xff\xff garbage"
 #   json-partial:N 200, Content-Type application/json, body
 #                  {"partialSuccess":{"rejectedSpans":"N",
-#                  "errorMessage":"test rejection"}} (OTLP/HTTP JSON)
+#                  "errorMessage":"test rejection"}} (OTLP/HTTP JSON;
+#                  "rejectedProfiles" to POST /v1development/profiles)
 #   json-garbage   200, Content-Type application/json, body "{not json"
 #
 # The receiver puts itself in its own process group; SIGTERM to the receiver
@@ -255,7 +257,7 @@ sub serve {
             while (fill($sock, \$sink)) { $sink = '' }
             return;
         }
-        respond($sock, $action, $close, $version);
+        respond($sock, $action, $close, $version, $path);
         return if $close;
     }
 }
@@ -296,7 +298,7 @@ sub varint {
 }
 
 sub respond {
-    my ($sock, $action, $close, $version) = @_;
+    my ($sock, $action, $close, $version, $path) = @_;
     my ($status, @hdr, $body) = (200);
     $body = '';
     if ($action =~ /^(\d{3})$/) {
@@ -324,7 +326,9 @@ sub respond {
         push @hdr, 'Content-Type: application/x-protobuf';
     }
     elsif ($action =~ /^json-partial:(\d+)$/) {
-        $body = qq({"partialSuccess":{"rejectedSpans":"$1","errorMessage":"test rejection"}});
+        my $n = $1;
+        my $field = ($path // '') =~ m{/v1development/profiles$} ? 'rejectedProfiles' : 'rejectedSpans';
+        $body = qq({"partialSuccess":{"$field":"$n","errorMessage":"test rejection"}});
         push @hdr, 'Content-Type: application/json';
     }
     elsif ($action eq 'json-garbage') {

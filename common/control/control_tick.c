@@ -93,6 +93,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_profile_builder_dropped] = es.profile_builder_dropped;
     st->v[SP_ST_profiles_exported] = es.profiles_exported;
     st->v[SP_ST_profiles_failed] = es.profiles_failed;
+    st->v[SP_ST_profiles_rejected] = es.profiles_rejected;
     st->v[SP_ST_profile_bytes_exported] = es.profile_bytes_exported;
     st->v[SP_ST_profile_bytes_failed] = es.profile_bytes_failed;
     st->v[SP_ST_functions_redacted] = es.functions_redacted;

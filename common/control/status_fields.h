@@ -41,6 +41,8 @@
       "Samples the profile builder dropped (out of room)")                    \
     X(profiles_exported, COUNTER, "Profiles sent or written")                 \
     X(profiles_failed, COUNTER, "Profiles whose export failed")               \
+    X(profiles_rejected, COUNTER,                                             \
+      "Profiles the collector rejected in a partial success")                 \
     X(profile_bytes_exported, COUNTER, "Bytes of the profiles exported")      \
     X(profile_bytes_failed, COUNTER, "Bytes of the profiles whose export failed") \
     X(samples_kept, COUNTER,                                                  \

@@ -1062,6 +1062,7 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     if (e->profiles != NULL) {
         sp_profile_export_stats(e->profiles, &st->profiles_exported,
                                 &st->profiles_failed, &st->profile_samples);
+        st->profiles_rejected = sp_profile_export_rejected(e->profiles);
         st->functions_redacted = sp_profile_export_functions_redacted(
                                      e->profiles);
         sp_profile_export_more_stats(e->profiles,

@@ -106,6 +106,7 @@ typedef struct {
     uint64_t  retries;
     uint64_t  profiles_exported;
     uint64_t  profiles_failed;
+    uint64_t  profiles_rejected;       /* partial success */
     uint64_t  profile_samples;
     uint64_t  functions_redacted;      /* otel_profiling_redact */
     uint64_t  queue_depth;             /* spans waiting in the queue */

@@ -681,3 +681,31 @@ sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
     out->len += protobuf_c_message_pack(&req->base, out->data + out->len);
     return 0;
 }
+
+int
+sp_otlp_profiles_parse_response(const uint8_t *body, size_t len,
+    int64_t *rejected, char *msg, size_t msglen)
+{
+    Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
+        *r;
+
+    *rejected = 0;
+    if (msglen > 0) {
+        msg[0] = '\0';
+    }
+    r = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__unpack(
+            NULL, len, body);
+    if (r == NULL) {
+        return -1;
+    }
+    if (r->partial_success != NULL) {
+        *rejected = r->partial_success->rejected_profiles;
+        if (msglen > 0 && r->partial_success->error_message != NULL) {
+            strncpy(msg, r->partial_success->error_message, msglen - 1);
+            msg[msglen - 1] = '\0';
+        }
+    }
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__free_unpacked(
+        r, NULL);
+    return 0;
+}

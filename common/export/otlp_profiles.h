@@ -1,6 +1,9 @@
 #ifndef SP_OTLP_PROFILES_H
 #define SP_OTLP_PROFILES_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/profile/profile.h"
@@ -34,5 +37,13 @@
  * are out of range (out is then left as it was). */
 int sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p,
     sp_buf_t *out);
+
+/* Reads the collector's answer, an ExportProfilesServiceResponse
+ * (protobuf, as http/protobuf and gRPC carry it): the rejected_profiles of
+ * a partial success (0 without one; as sent, even negative) and its
+ * error_message into msg (NUL-terminated, cut to msglen - 1 bytes). -1
+ * (rejected 0, msg empty) when the body does not decode. */
+int sp_otlp_profiles_parse_response(const uint8_t *body, size_t len,
+    int64_t *rejected, char *msg, size_t msglen);
 
 #endif

@@ -41,6 +41,7 @@ struct sp_profile_export {
     uint64_t                  due;           /* monotonic */
     uint64_t                  last_error_log;
     uint64_t                  exported, failed, samples;
+    uint64_t                  rejected;      /* by a partial success */
     uint64_t                  builder_dropped;   /* of the profiles reset */
     uint64_t                  bytes_exported, bytes_failed;
 };
@@ -178,11 +179,59 @@ posted(sp_profile_export_t *pe, const char *url,
          resp->status ? status : resp->error);
 }
 
+/* A 2xx (gRPC OK) answer of the collector: 1 when its partial success
+ * rejected the profile (counted and logged, as the span exporter does with
+ * rejected spans), else 0 (an unreadable answer is a warning; the profile
+ * counts as exported). */
+static int
+otlp_rejected(sp_profile_export_t *pe, const sp_http_response_t *resp)
+{
+    int64_t   rejected;
+    uint64_t  now;
+    char      msg[256];
+    int       rc;
+
+    if (resp->body.len == 0) {
+        return 0;
+    }
+    rc = pe->conf.otlp_json
+         ? sp_otlp_http_json_parse_response(resp->body.data, resp->body.len,
+               "rejectedProfiles", &rejected, msg, sizeof(msg))
+         : sp_otlp_profiles_parse_response(resp->body.data, resp->body.len,
+               &rejected, msg, sizeof(msg));
+    if (rc != 0) {
+        now = sp_mono_ns();
+        if (pe->last_error_log == 0
+            || now - pe->last_error_log >= ERROR_LOG_EVERY_MS * MS)
+        {
+            pe->last_error_log = now;
+            sp_logf(pe->conf.log, SP_LOG_WARN, "spanprof: collector at %s "
+                    "answered %ld with a body that is not an "
+                    "ExportProfilesServiceResponse", pe->conf.otlp_url,
+                    resp->status);
+        }
+        return 0;
+    }
+    if (rejected <= 0) {
+        return 0;
+    }
+    /* One profile per request: a larger count cannot mean more. */
+    pe->rejected++;
+    sp_logf(pe->conf.log, SP_LOG_ERR,
+            "spanprof: collector rejected 1 of 1 profiles: %s", msg);
+    return 1;
+}
+
 static void
 posted_otlp(void *ud, const sp_http_response_t *resp)
 {
     sp_profile_export_t  *pe = ud;
 
+    if (sp_http_response_ok(resp) && otlp_rejected(pe, resp)) {
+        /* Delivered, not kept: neither exported nor failed. */
+        pe->bytes_exported += pe->otlp_body.len;
+        return;
+    }
     posted(pe, pe->conf.otlp_url, resp, pe->otlp_body.len);
 }
 
@@ -414,6 +463,12 @@ sp_profile_export_stats(const sp_profile_export_t *pe, uint64_t *exported,
     *exported = pe->exported;
     *failed = pe->failed;
     *samples = pe->samples;
+}
+
+uint64_t
+sp_profile_export_rejected(const sp_profile_export_t *pe)
+{
+    return pe->rejected;
 }
 
 uint64_t

@@ -71,6 +71,12 @@ void sp_profile_export_more_stats(const sp_profile_export_t *pe,
     uint64_t *builder_dropped, uint64_t *bytes_exported,
     uint64_t *bytes_failed);
 
+/* OTLP profiles the collector rejected in a partial success (its
+ * rejected_profiles, rejectedProfiles in JSON; each logged with the
+ * collector's message). They are not in `exported`; their bytes are in
+ * bytes_exported (delivered). */
+uint64_t sp_profile_export_rejected(const sp_profile_export_t *pe);
+
 /* Function entries exported as [REDACTED] so far (symbol_redact.h). */
 uint64_t sp_profile_export_functions_redacted(const sp_profile_export_t *pe);
 

@@ -22,6 +22,8 @@
                   "profiles_service.proto"
 #define REQUEST   "opentelemetry.proto.collector.profiles.v1development." \
                   "ExportProfilesServiceRequest"
+#define RESPONSE  "opentelemetry.proto.collector.profiles.v1development." \
+                  "ExportProfilesServiceResponse"
 
 #define FIXTURE_TMPDIR  "/tmp/spanprof-test-otlp-profiles-XXXXXX"
 #define FIXTURE_STRTAB  "  "
@@ -102,6 +104,76 @@ test_bad_profile(sp_arena_t *a)
            "the repaired profile encodes again");
     sp_buf_free(&out);
     sp_arena_reset(a);
+}
+
+/* An ExportProfilesServiceResponse in protoc's text format, encoded by
+ * protoc --encode, read by sp_otlp_profiles_parse_response with a message
+ * buffer of msglen bytes. */
+static void
+response(const char *textfmt, size_t msglen, int want_rc,
+    int64_t want_rejected, const char *want_msg)
+{
+    char      in[256], out[256], cmd[1024], msg[80], body[4096];
+    int64_t   rejected = -7;
+    size_t    len = 0;
+    FILE     *f;
+    char     *r;
+    int       rc;
+
+    snprintf(in, sizeof(in), "%s/resp.txt", tmpdir);
+    snprintf(out, sizeof(out), "%s/resp.pb", tmpdir);
+    snprintf(cmd, sizeof(cmd), "protoc --encode=" RESPONSE " -I proto "
+             "proto/" SERVICE " < %s > %s", in, out);
+    if (write_file(in, textfmt, strlen(textfmt)) != 0
+        || (r = run(cmd)) == NULL)
+    {
+        ok(0, "protoc --encode %s", textfmt);
+        return;
+    }
+    free(r);
+    if ((f = fopen(out, "rb")) != NULL) {
+        len = fread(body, 1, sizeof(body), f);
+        fclose(f);
+    }
+    memset(msg, 'x', sizeof(msg));
+    rc = sp_otlp_profiles_parse_response((const uint8_t *) body, len,
+                                         &rejected, msg, msglen);
+    ok(rc == want_rc && rejected == want_rejected
+       && (msglen == 0 || strcmp(msg, want_msg) == 0)
+       && msg[msglen] == 'x',
+       "response {%s} (%zu bytes), msglen %zu -> rc %d, rejected %lld, "
+       "\"%s\"", textfmt, len, msglen, want_rc, (long long) want_rejected,
+       want_msg);
+    if (!(rc == want_rc && rejected == want_rejected)) {
+        printf("#   got rc %d, rejected %lld\n", rc, (long long) rejected);
+    }
+}
+
+static void
+test_parse_response(void)
+{
+    const char  *garbage = "\xff\xff\xff garbage";
+    char         msg[16];
+    int64_t      rejected = -7;
+
+    response("partial_success { rejected_profiles: 1 "
+             "error_message: \"bad sample\" }", 64, 0, 1, "bad sample");
+    response("partial_success { rejected_profiles: 3 }", 64, 0, 3, "");
+    /* The OTLP specification's warning: nothing rejected, a message. */
+    response("partial_success { error_message: \"deprecated field\" }", 64,
+             0, 0, "deprecated field");
+    response("", 64, 0, 0, "");
+    response("partial_success { rejected_profiles: 2 "
+             "error_message: \"a long message\" }", 7, 0, 2, "a long");
+    response("partial_success { rejected_profiles: 2 "
+             "error_message: \"no room\" }", 0, 0, 2, "");
+    response("partial_success { rejected_profiles: -4 }", 64, 0, -4, "");
+
+    memset(msg, 'x', sizeof(msg));
+    is_int(sp_otlp_profiles_parse_response((const uint8_t *) garbage,
+               strlen(garbage), &rejected, msg, sizeof(msg)), -1,
+           "a body that is no ExportProfilesServiceResponse: -1");
+    ok(rejected == 0 && msg[0] == '\0', "with rejected 0 and no message");
 }
 
 /* The dictionary of the main profile, whole: every table starts with its
@@ -440,6 +512,7 @@ main(void)
     }
 
     test_bad_profile(&a);
+    test_parse_response();
 
     {
         char  cmd[256];

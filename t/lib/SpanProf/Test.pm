@@ -384,7 +384,7 @@ our @EXPORT = qw(
     request_spans
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
-    rand_hex parse_echo save_sanitizer_lines test_ca_pem bad_ca_dir
+    rand_hex parse_echo save_sanitizer_lines test_ca_pem bad_ca_dir api_counter
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -465,6 +465,23 @@ sub dead_port {
         or die "dead_port: $!";
     push @DEAD_SOCKETS, $s;
     return $s->sockport;
+}
+
+# A counter of the status API at $path (nginx otel_api, Apache
+# spanprof-api) summed over the workers: (from the JSON, from the
+# Prometheus text's spanprof_NAME_total lines); undef when GET fails.
+sub api_counter {
+    my ($port, $path, $name) = @_;
+    my $r = http_get($port, $path);
+    my $j = $r->{status} == 200 ? eval { JSON::PP::decode_json($r->{content}) } : undef;
+    return unless $j;
+    my $js = 0;
+    $js += $_->{counters}{$name} // 0 for @{ $j->{workers} || [] };
+    my $p = http_get($port, "$path?format=prometheus");
+    return ($js, undef) unless $p->{status} == 200;
+    my $ps = 0;
+    $ps += $1 while $p->{content} =~ /^spanprof_\Q$name\E_total\{worker="\d+"\} (\d+)$/mg;
+    return ($js, $ps);
 }
 
 sub wait_until {
