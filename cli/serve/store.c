@@ -779,7 +779,7 @@ span_members(sp_buf_t *out, sqlite3_stmt *st, int c)
 #define SEARCH_FILTERS \
     " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)" \
     " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)" \
-    " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
+    " AND start_ns >= ?6 AND start_ns < ?7"
 
 /* A search's candidate: a trace by its best span so far. */
 typedef struct {
@@ -880,11 +880,15 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
      * its part is its slowest overall or not among the first `limit`).
      * No GROUP BY: a search reads about `limit` rows a part. */
     if (sqlite3_prepare_v2(s->db, q->slowest
+            /* One lower bound on dur_ns (?9, the minimum duration or
+             * what has been kept): with two, SQLite may take the lower
+             * for the index range and read the whole part. */
             ? "SELECT id, trace_id, dur_ns FROM spans WHERE part = ?8"
               " AND kind = 2 AND dur_ns > ?9" SEARCH_FILTERS
               " ORDER BY dur_ns DESC"
             : "SELECT id, trace_id, start_ns FROM spans WHERE kind = 2"
-              SEARCH_FILTERS " ORDER BY start_ns DESC", -1, &st, NULL)
+              " AND dur_ns >= ?5" SEARCH_FILTERS " ORDER BY start_ns DESC",
+            -1, &st, NULL)
             != SQLITE_OK
         || sqlite3_prepare_v2(s->db, "SELECT " SPAN_COLS " FROM spans"
                               " WHERE id = ?1", -1, &row, NULL) != SQLITE_OK
@@ -905,8 +909,10 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
              * the top down to the lowest of them only: most parts cost
              * one seek, no row. */
             sqlite3_bind_int64(st, 8, part);
-            sqlite3_bind_int64(st, 9, n == q->limit ? best[n - 1].key
-                                                    : INT64_MIN);
+            sqlite3_bind_int64(st, 9, n == q->limit
+                                      && best[n - 1].key >= q->min_duration_ns
+                                      ? best[n - 1].key
+                                      : q->min_duration_ns - 1);
             if (search_scan(st, best, &n, q->limit, &rows) != 0) {
                 fail(s, "search traces");
                 goto done;
