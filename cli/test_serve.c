@@ -549,7 +549,8 @@ test_store_parts(void)
                        NULL, NULL, NULL) == SQLITE_OK, "an old database");
     sqlite3_close(db);
     s = serve_store_open(old, err, sizeof(err));
-    ok(s == NULL && strstr(err, "schema 0") != NULL
+    ok(s == NULL
+       && strstr(err, "an earlier spanprof serve (database schema 0;") != NULL
        && strstr(err, "move the file away") != NULL,
        "refused with a clear error");
     if (s == NULL) {

@@ -229,9 +229,11 @@ serve_store_open(const char *dir, char *err, size_t errlen)
         }
     } else if (version != SCHEMA_VERSION) {
         /* Never read or write another layout: say so and stop. */
-        snprintf(err, errlen, "%s has database schema %" PRId64 ", this "
-                 "spanprof serve reads schema %d only: move the file away "
-                 "(or delete it) to start an empty database", path,
+        snprintf(err, errlen, "%s was written by %s spanprof serve "
+                 "(database schema %" PRId64 "; this one reads schema %d "
+                 "only): move the file away (or delete it) to start an "
+                 "empty database", path,
+                 version < SCHEMA_VERSION ? "an earlier" : "a later",
                  version, SCHEMA_VERSION);
         goto failed;
     }
