@@ -208,17 +208,20 @@ serve_store_open(const char *dir, char *err, size_t errlen)
         goto failed;
     }
     sqlite3_busy_timeout(s->db, 5000);
-    if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot set up %s: %s", path,
-                 sqlite3_errmsg(s->db));
-        goto failed;
-    }
+    /* The layout first: a file of another is left as it is. */
     version = pragma_int(s, "PRAGMA user_version");
     tables = pragma_int(s, "SELECT count(*) FROM sqlite_master");
     if (version < 0 || tables < 0) {
         snprintf(err, errlen, "cannot read %s: %s", path,
                  sqlite3_errmsg(s->db));
         goto failed;
+    }
+    if ((version == 0 && tables == 0) || version == SCHEMA_VERSION) {
+        if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cannot set up %s: %s", path,
+                     sqlite3_errmsg(s->db));
+            goto failed;
+        }
     }
     if (version == 0 && tables == 0) {
         if (sqlite3_exec(s->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
