@@ -7,7 +7,8 @@
  * batch or none), and batches are committed together, at least every
  * 250 ms or 50,000 rows (serve_store_flush): a crash loses at most that
  * last uncommitted group, and the file opens again. Queries on the store
- * see what is not committed yet. One thread at a time. */
+ * see what is not committed yet. One thread at a time. A file of another
+ * schema (PRAGMA user_version) is refused by serve_store_open, untouched. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,7 +39,7 @@ typedef struct {
     int          error;             /* status code ERROR */
     int64_t      start_ns, end_ns;
     /* The span's attributes as protobuf: KeyValue messages, each as a
-     * length-delimited field (attrs_json.h reads them back). */
+     * length-delimited field; stored packed, keys numbered (attrs_json.h). */
     const uint8_t *attrs;
     size_t       attrs_len;
 } serve_span_t;
