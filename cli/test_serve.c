@@ -578,6 +578,86 @@ test_store_parts(void)
     }
 }
 
+/* A batch failing in the store (here: another writer took the number the
+ * store gives its second new attribute key) undoes its uncommitted group,
+ * counted, and the store forgets the keys the group added: the next span
+ * with such a key adds it again, and the database reads back. */
+static void
+test_store_failure(void)
+{
+    char                    dir[] = "/tmp/spanprof-test-fail-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_store_stats_t     st;
+    sp_buf_t                b;
+    sqlite3                *db;
+    uint8_t                *req, tid[16];
+    size_t                  len;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "store opened");
+    if (s == NULL) {
+        return;
+    }
+    sp_buf_init(&b);
+    req = span_request(0x11, 1, 1000, 5, "k", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1
+       && serve_store_flush(s) == 0, "a span with key 1 committed");
+    free(req);
+    snprintf(path, sizeof(path), "%s/spanprof.db", dir);
+    ok(sqlite3_open(path, &db) == SQLITE_OK
+       && sqlite3_exec(db, "INSERT INTO attr_keys(id, key)"
+                       " VALUES(3, 'intruder')", NULL, NULL, NULL)
+          == SQLITE_OK, "another writer takes key number 3");
+    sqlite3_close(db);
+    req = span_request(0x22, 2, 2000, 5, "fresh.a", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span with a new key (2), not committed yet");
+    free(req);
+    req = span_request(0x33, 3, 3000, 5, "fresh.b", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 0
+       && r.rejected == 1 && strstr(r.error, "cannot store") != NULL,
+       "a span whose new key (3) cannot be stored: refused");
+    free(req);
+    serve_store_get_stats(s, &st);
+    ok(st.batches_failed == 1 && st.rows_lost == 1,
+       "the failed batch and the uncommitted one before it counted");
+    memset(tid, 0x22, sizeof(tid));
+    ok(serve_store_trace(s, tid, &b) == 1, "that one is gone with it");
+    req = span_request(0x44, 4, 4000, 5, "fresh.a", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span with the first new key again");
+    free(req);
+    /* Reopened: the keys as the database numbers them. */
+    serve_store_close(s);
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "reopened");
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    memset(tid, 0x44, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"fresh.a\":\"v\"}") != NULL,
+       "its attribute under its key");
+    memset(tid, 0x11, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"k\":\"v\"}") != NULL,
+       "the committed span stays");
+    serve_store_close(s);
+    sp_buf_free(&b);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
 int
 main(void)
 {
@@ -588,5 +668,6 @@ main(void)
     test_flame();
     test_store();
     test_store_parts();
+    test_store_failure();
     return done_testing();
 }

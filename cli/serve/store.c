@@ -31,16 +31,13 @@
 
 /* Statements prepared once and reused for every row. */
 enum {
-    ST_BEGIN, ST_COMMIT, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO, ST_SPAN,
+    ST_BEGIN, ST_COMMIT, ST_SPAN,
     ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_N
 };
 
 static const char *const  stmt_sql[ST_N] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
-    [ST_SAVEPOINT] = "SAVEPOINT batch",
-    [ST_RELEASE] = "RELEASE batch",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
     [ST_SPAN] =
         "INSERT INTO spans(id, part, tkey, trace_id, span_id, parent_id,"
         " service, name, kind, route, method, target, http_status, error,"
@@ -60,9 +57,6 @@ static const char *const  stmt_sql[ST_N] = {
 static const char  pragmas[] =
     "PRAGMA journal_mode = WAL;"
     "PRAGMA synchronous = NORMAL;"
-    /* A batch is a savepoint: the pages it changes are copied to a
-     * sub-journal first, in memory rather than a temporary file. */
-    "PRAGMA temp_store = MEMORY;"
     /* Fewer, larger checkpoints (each one syncs the file), and a cache
      * that holds the hot index pages. */
     "PRAGMA wal_autocheckpoint = 16384;"
@@ -114,10 +108,10 @@ struct serve_store {
     int64_t               open_ns;
     uint64_t              pending_rows;
     int64_t               next_id;      /* of the next span */
-    /* The attribute keys, as many as at the start of the transaction and
-     * of the batch (what a rollback keeps); a span's attributes packed. */
+    /* The attribute keys, as many as at the start of the transaction
+     * (what a rollback keeps); a span's attributes packed. */
     serve_keys_t         *keys;
-    size_t                keys_at_txn, keys_at_batch;
+    size_t                keys_at_txn;
     sp_buf_t              attrs;
     int                   part_bits;
 };
@@ -314,9 +308,12 @@ run(serve_store_t *s, int which, const char *what)
     return 0;
 }
 
-/* A batch is a savepoint inside the open transaction, which commits
- * when it holds enough rows or is old enough (serve_store_flush): one
- * commit for many requests, far fewer page writes. */
+/* Batches are added to the open transaction, which commits when it holds
+ * enough rows or is old enough (serve_store_flush): one commit for many
+ * requests, far fewer page writes. A batch is not a savepoint: SQLite
+ * would copy every page a batch changes before changing it (10% of the
+ * ingest's CPU); callers check their input before adding, so only a store
+ * failure undoes a batch, and it undoes the whole group (counted). */
 #define COMMIT_ROWS  50000
 #define COMMIT_NS    250000000LL
 
@@ -342,8 +339,7 @@ serve_store_begin(serve_store_t *s)
         s->pending_rows = 0;
         s->keys_at_txn = serve_keys_count(s->keys);
     }
-    s->keys_at_batch = serve_keys_count(s->keys);
-    return run(s, ST_SAVEPOINT, "savepoint");
+    return 0;
 }
 
 int
@@ -366,9 +362,6 @@ serve_store_flush(serve_store_t *s)
 int
 serve_store_commit(serve_store_t *s)
 {
-    if (run(s, ST_RELEASE, "release") != 0) {
-        return -1;      /* the caller rolls the batch back */
-    }
     s->stats.spans_stored += s->batch_spans;
     s->stats.samples_stored += s->batch_samples;
     s->pending_rows += s->batch_spans + s->batch_samples;
@@ -384,9 +377,12 @@ void
 serve_store_rollback(serve_store_t *s)
 {
     if (s->in_txn) {
-        (void) run(s, ST_ROLLBACK_TO, "rollback");
-        (void) run(s, ST_RELEASE, "release");
-        serve_keys_truncate(s->keys, s->keys_at_batch);
+        /* SQLite may have rolled back already (a full disk): then this
+         * ROLLBACK fails, harmlessly. */
+        s->in_txn = 0;
+        s->stats.rows_lost += s->pending_rows;
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        serve_keys_truncate(s->keys, s->keys_at_txn);
     }
     s->stats.batches_failed++;
 }
