@@ -8,9 +8,9 @@
 
 #include "cli/serve/attr_keys.h"
 #include "cli/serve/attrs_json.h"
-#include "cli/serve/wire_read.h"
 #include "cli/serve/json_out.h"
 #include "cli/serve/store.h"
+#include "cli/serve/wire_read.h"
 
 /* The version of the schema below, in PRAGMA user_version. 0 with tables:
  * the first schema (one global index per random key), which this version
