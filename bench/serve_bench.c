@@ -313,6 +313,8 @@ main(int argc, char **argv)
                             ms[200];
     int64_t                 t0 = 1795000000000000000LL, bytes;
     int                     i, profiles = 20, per = 2000;
+    uint64_t                step, step_n = 0;
+    double                  step_c = 0, min_rate = 0, last_rate = 0;
     sp_buf_t                out;
     serve_trace_query_t     q;
     serve_sample_query_t    sq;
@@ -322,10 +324,15 @@ main(int argc, char **argv)
         return 2;
     }
     nspans = strtoull(argv[2], NULL, 10) / BATCH * BATCH;
+    step = nspans >= 10000000 ? 1000000 : nspans / 10 + 1;
     s = serve_store_open(argv[1], err, sizeof(err));
     if (s == NULL) {
         fprintf(stderr, "serve_bench: %s\n", err);
         return 1;
+    }
+    if (getenv("SERVE_BENCH_PART_BITS") != NULL) {
+        /* Many parts in a small database: the queries' cost per part. */
+        serve_store_set_part_bits(s, atoi(getenv("SERVE_BENCH_PART_BITS")));
     }
     set_kv(0, "http.request.method", "GET", 0);
     set_kv(1, "url.path", "/api/items/42", 0);
@@ -353,12 +360,27 @@ main(int argc, char **argv)
         t_spans += now_s() - t;
         c_spans += cpu_s() - c;
         free(req);
-        if (n % (1000000 - 1000000 % BATCH) == 0 && n > 0) {
-            fprintf(stderr, "serve_bench: %" PRIu64 " spans\n", n);
+        /* The rate of each million (of each tenth, below 10M): does it
+         * hold as the database grows? */
+        if ((n + BATCH) % step < BATCH || n + BATCH >= nspans) {
+            double  rate = (double) (n + BATCH - step_n) / (c_spans - step_c);
+
+            fprintf(stderr, "serve_bench: %" PRIu64 " spans, %.0f per CPU"
+                    " second since %" PRIu64 "\n", n + BATCH, rate, step_n);
+            if (step_n > 0 && (min_rate == 0 || rate < min_rate)) {
+                min_rate = rate;
+            }
+            last_rate = rate;
+            step_n = n + BATCH;
+            step_c = c_spans;
         }
     }
     printf("spans %" PRIu64 "\nspans_per_s %.0f\nspans_per_cpu_s %.0f\n",
            nspans, nspans / t_spans, nspans / c_spans);
+    /* The first step fills an empty database: the others say whether the
+     * rate holds as it grows. */
+    printf("spans_per_cpu_s_last_step %.0f\nspans_per_cpu_s_min_step %.0f\n",
+           last_rate, min_rate > 0 ? min_rate : last_rate);
     bytes = serve_store_size(s);
     printf("db_bytes_spans_only %" PRId64 "\nbytes_per_million_spans %.0f\n",
            bytes, bytes / (nspans / 1e6));

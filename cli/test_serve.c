@@ -9,10 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "tap.h"
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
+#include "cli/serve/attr_keys.h"
 #include "cli/serve/attrs_json.h"
 #include "cli/serve/flame_json.h"
 #include "cli/serve/json_out.h"
@@ -93,22 +96,46 @@ test_wire(void)
 static void
 test_attrs_json(void)
 {
-    /* KeyValue{key "k", value{string "v"}}, KeyValue{key "n", value{int 7}},
-     * KeyValue{key "<", value{bool true}}, then a truncated one. */
+    /* Key 1 ("k") = string "v"; key 2 ("n") = int 7; inline key "<" =
+     * bool true; key 1 with no value; then a truncated value. */
     static const uint8_t  a[] = {
-        0x4a, 0x08, 0x0a, 0x01, 'k', 0x12, 0x03, 0x0a, 0x01, 'v',
-        0x4a, 0x07, 0x0a, 0x01, 'n', 0x12, 0x02, 0x18, 0x07,
-        0x4a, 0x07, 0x0a, 0x01, '<', 0x12, 0x02, 0x10, 0x01,
-        0x4a, 0x09, 0x0a };
-    sp_buf_t  b;
+        0x01, 0x03, 0x0a, 0x01, 'v',
+        0x02, 0x02, 0x18, 0x07,
+        0x00, 0x01, '<', 0x02, 0x10, 0x01,
+        0x01, 0x00,
+        0x02, 0x09, 0x0a };
+    /* An unknown key number ends the object. */
+    static const uint8_t  unknown[] = { 0x01, 0x02, 0x18, 0x01,
+                                        0x09, 0x02, 0x18, 0x01 };
+    serve_keys_t  *k = serve_keys_new();
+    sp_buf_t       b;
+    char           key[16];
+    int            i, n;
 
     sp_buf_init(&b);
-    serve_attrs_json(&b, a, sizeof(a));
-    is_str(str(&b), "{\"k\":\"v\",\"n\":7,\"\\u003c\":true}",
+    ok(serve_keys_add(k, "k", 1) == 1 && serve_keys_add(k, "n", 1) == 2
+       && serve_keys_find(k, "n", 1) == 2 && serve_keys_find(k, "x", 1) == 0,
+       "keys numbered as added, found by their text");
+    serve_attrs_json(&b, a, sizeof(a), k);
+    is_str(str(&b), "{\"k\":\"v\",\"n\":7,\"\\u003c\":true,\"k\":null}",
            "attributes back to JSON; a truncated one ends the object");
     sp_buf_reset(&b);
-    serve_attrs_json(&b, NULL, 0);
+    serve_attrs_json(&b, unknown, sizeof(unknown), k);
+    is_str(str(&b), "{\"k\":1}", "an unknown key number ends the object");
+    sp_buf_reset(&b);
+    serve_attrs_json(&b, NULL, 0, k);
     is_str(str(&b), "{}", "none: {}");
+    for (i = 3, n = 0; i <= SERVE_KEYS_MAX + 5; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        n += serve_keys_add(k, key, strlen(key)) != 0;
+    }
+    ok(n == SERVE_KEYS_MAX - 2 && serve_keys_find(k, "k1024", 5) == 1024
+       && serve_keys_find(k, "k1025", 5) == 0, "at most SERVE_KEYS_MAX keys");
+    serve_keys_truncate(k, 2);
+    ok(serve_keys_count(k) == 2 && serve_keys_find(k, "k3", 2) == 0
+       && serve_keys_find(k, "n", 1) == 2 && serve_keys_add(k, "k3", 2) == 3,
+       "truncated to what a rollback keeps, then numbered on");
+    serve_keys_free(k);
     sp_buf_free(&b);
 }
 
@@ -352,6 +379,285 @@ test_store(void)
     }
 }
 
+/* A request of one SERVER span: trace id 16 x t, span id 8 x sp, and an
+ * attribute key = "v" when key is not NULL. */
+static uint8_t *
+span_request(uint8_t t, uint8_t sp_id, uint64_t start, uint64_t dur,
+    const char *key, size_t *len)
+{
+    Opentelemetry__Proto__Common__V1__KeyValue  kv =
+        OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT, *kvp = &kv;
+    Opentelemetry__Proto__Common__V1__AnyValue  v =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest  req =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    Opentelemetry__Proto__Trace__V1__ResourceSpans  rs =
+        OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT, *rsp = &rs;
+    Opentelemetry__Proto__Trace__V1__ScopeSpans  ss =
+        OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT, *ssp = &ss;
+    Opentelemetry__Proto__Trace__V1__Span  sp =
+        OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT, *spp = &sp;
+    static uint8_t  tid[16], sid[8];
+    uint8_t        *buf;
+
+    memset(tid, t, sizeof(tid));
+    memset(sid, sp_id, sizeof(sid));
+    sp.trace_id.data = tid;
+    sp.trace_id.len = 16;
+    sp.span_id.data = sid;
+    sp.span_id.len = 8;
+    sp.name = "GET";
+    sp.kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_SERVER;
+    sp.start_time_unix_nano = start;
+    sp.end_time_unix_nano = start + dur;
+    if (key != NULL) {
+        kv.key = (char *) key;
+        kv.value = &v;
+        v.value_case =
+            OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+        v.string_value = "v";
+        sp.n_attributes = 1;
+        sp.attributes = &kvp;
+    }
+    ss.n_spans = 1;
+    ss.spans = &spp;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    *len = protobuf_c_message_get_packed_size(&req.base);
+    buf = malloc(*len);
+    protobuf_c_message_pack(&req.base, buf);
+    return buf;
+}
+
+/* Parts of 2 spans: a trace in two parts, the slowest-first search
+ * merging the parts, a trace opened across them; then a database of the
+ * first schema refused with a clear error. */
+static void
+test_store_parts(void)
+{
+    static const struct { uint8_t t, sp; uint64_t dur; }  spans[] = {
+        { 0xa1, 1, 10 }, { 0xb2, 2, 40 }, { 0xc3, 3, 30 }, { 0xa1, 4, 50 },
+        { 0xd4, 5, 5 },
+    };
+    char                    dir[] = "/tmp/spanprof-test-parts-XXXXXX";
+    char                    old[] = "/tmp/spanprof-test-old-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_trace_query_t     q;
+    sp_buf_t                b;
+    sqlite3                *db;
+    uint8_t                *req, tid[16];
+    size_t                  len, i;
+    const char             *a, *bb;
+    uint8_t                 hdr[100];
+    FILE                   *f;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "store opened");
+    if (s == NULL) {
+        return;
+    }
+    serve_store_set_part_bits(s, 1);
+    sp_buf_init(&b);
+    for (i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+        req = span_request(spans[i].t, spans[i].sp, 1000 + i, spans[i].dur,
+                           "k", &len);
+        if (serve_ingest_traces(s, req, len, 0, &r) != 0 || r.accepted != 1) {
+            break;
+        }
+        free(req);
+    }
+    ok(i == sizeof(spans) / sizeof(spans[0]), "5 spans in 3 parts");
+    memset(&q, 0, sizeof(q));
+    q.limit = 2;
+    q.slowest = 1;
+    q.to_ns = INT64_MAX;
+    ok(serve_store_traces(s, &q, &b) == 0, "slowest first");
+    a = strstr(str(&b), "\"trace_id\":\"a1a1");
+    bb = strstr(str(&b), "\"trace_id\":\"b2b2");
+    ok(a != NULL && bb != NULL && a < bb && strstr(str(&b), "c3c3") == NULL
+       && strstr(str(&b), "\"duration_ns\":50,\"spans\":2}") != NULL,
+       "the two slowest traces over all parts, each once, with its spans");
+    sp_buf_reset(&b);
+    q.slowest = 0;
+    q.limit = 3;
+    ok(serve_store_traces(s, &q, &b) == 0
+       && strstr(str(&b), "d4d4") < strstr(str(&b), "a1a1")
+       && strstr(str(&b), "a1a1") < strstr(str(&b), "c3c3")
+       && strstr(str(&b), "b2b2") == NULL, "newest first");
+    sp_buf_reset(&b);
+    memset(tid, 0xa1, sizeof(tid));
+    ok(serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"span_id\":\"0101") != NULL
+       && strstr(str(&b), "\"span_id\":\"0404") != NULL,
+       "a trace opened across parts");
+    memset(tid, 0xa2, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(serve_store_trace(s, tid, &b) == 1, "an unknown trace: 1");
+
+    /* A span with a new key, then a malformed ResourceSpans: the request
+     * is refused, the key forgotten with the span; the next new key takes
+     * its number, and reads back after a reopen. */
+    req = span_request(0xe5, 6, 2000, 1, "fresh.key", &len);
+    req = realloc(req, len + 4);
+    memcpy(req + len, "\x0a\x02\x12\x05", 4);
+    ok(serve_ingest_traces(s, req, len + 4, 0, &r) == -1 && r.accepted == 0,
+       "a request malformed after a span with a new key: refused");
+    free(req);
+    req = span_request(0xf6, 7, 3000, 1, "other.key", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span with another new key");
+    free(req);
+    serve_store_close(s);
+    s = serve_store_open(dir, err, sizeof(err));
+    memset(tid, 0xf6, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"other.key\":\"v\"}") != NULL,
+       "reopened: its attribute by its key");
+    memset(tid, 0xa1, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"k\":\"v\"}") != NULL,
+       "and the first key's");
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    serve_store_close(s);
+    sp_buf_free(&b);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+
+    /* A database of the first schema (user_version 0, spans without
+     * parts): refused, saying what to do, and left as it was. */
+    if (mkdtemp(old) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/spanprof.db", old);
+    ok(sqlite3_open(path, &db) == SQLITE_OK
+       && sqlite3_exec(db, "CREATE TABLE spans(id INTEGER PRIMARY KEY,"
+                       " trace_id BLOB NOT NULL);"
+                       "INSERT INTO spans(trace_id) VALUES(x'01')",
+                       NULL, NULL, NULL) == SQLITE_OK, "an old database");
+    sqlite3_close(db);
+    s = serve_store_open(old, err, sizeof(err));
+    ok(s == NULL
+       && strstr(err, "an earlier spanprof serve (database schema 0;") != NULL
+       && strstr(err, "move the file away") != NULL,
+       "refused with a clear error");
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    serve_store_close(s);
+    /* Bytes 18 and 19 of the header: 1 for a rollback journal, 2 for
+     * WAL (which opening it as ours would have set). */
+    hdr[18] = 0;
+    if ((f = fopen(path, "rb")) != NULL) {
+        if (fread(hdr, 1, sizeof(hdr), f) != sizeof(hdr)) {
+            hdr[18] = 0;
+        }
+        fclose(f);
+    }
+    ok(sqlite3_open(path, &db) == SQLITE_OK
+       && sqlite3_exec(db, "SELECT part FROM spans", NULL, NULL, NULL)
+          != SQLITE_OK && hdr[18] == 1, "and left as it was (not made WAL)");
+    sqlite3_close(db);
+    snprintf(path, sizeof(path), "rm -rf %s", old);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
+/* A batch failing in the store (here: another writer took the number the
+ * store gives its second new attribute key) undoes its uncommitted group,
+ * counted, and the store forgets the keys the group added: the next span
+ * with such a key adds it again, and the database reads back. */
+static void
+test_store_failure(void)
+{
+    char                    dir[] = "/tmp/spanprof-test-fail-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_store_stats_t     st;
+    sp_buf_t                b;
+    sqlite3                *db;
+    uint8_t                *req, tid[16];
+    size_t                  len;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "store opened");
+    if (s == NULL) {
+        return;
+    }
+    sp_buf_init(&b);
+    req = span_request(0x11, 1, 1000, 5, "k", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1
+       && serve_store_flush(s) == 0, "a span with key 1 committed");
+    free(req);
+    snprintf(path, sizeof(path), "%s/spanprof.db", dir);
+    ok(sqlite3_open(path, &db) == SQLITE_OK
+       && sqlite3_exec(db, "INSERT INTO attr_keys(id, key)"
+                       " VALUES(3, 'intruder')", NULL, NULL, NULL)
+          == SQLITE_OK, "another writer takes key number 3");
+    sqlite3_close(db);
+    req = span_request(0x22, 2, 2000, 5, "fresh.a", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span with a new key (2), not committed yet");
+    free(req);
+    req = span_request(0x33, 3, 3000, 5, "fresh.b", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 0
+       && r.rejected == 1 && strstr(r.error, "cannot store") != NULL,
+       "a span whose new key (3) cannot be stored: refused");
+    free(req);
+    serve_store_get_stats(s, &st);
+    ok(st.batches_failed == 1 && st.rows_lost == 1,
+       "the failed batch and the uncommitted one before it counted");
+    memset(tid, 0x22, sizeof(tid));
+    ok(serve_store_trace(s, tid, &b) == 1, "that one is gone with it");
+    req = span_request(0x44, 4, 4000, 5, "fresh.a", &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "a span with the first new key again");
+    free(req);
+    /* Reopened: the keys as the database numbers them. */
+    serve_store_close(s);
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "reopened");
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    memset(tid, 0x44, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"fresh.a\":\"v\"}") != NULL,
+       "its attribute under its key");
+    memset(tid, 0x11, sizeof(tid));
+    sp_buf_reset(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"attributes\":{\"k\":\"v\"}") != NULL,
+       "the committed span stays");
+    serve_store_close(s);
+    sp_buf_free(&b);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
 int
 main(void)
 {
@@ -361,5 +667,7 @@ main(void)
     test_json_decode();
     test_flame();
     test_store();
+    test_store_parts();
+    test_store_failure();
     return done_testing();
 }

@@ -12,7 +12,7 @@ static void
 value_json(sp_buf_t *out, const uint8_t *p, size_t len)
 {
     serve_wire_t   w;
-    serve_field_t  f;
+    serve_field_t  f = { 0 };
     double         d;
 
     serve_wire_init(&w, p, len);
@@ -38,35 +38,53 @@ value_json(sp_buf_t *out, const uint8_t *p, size_t len)
     }
 }
 
-void
-serve_attrs_json(sp_buf_t *out, const uint8_t *p, size_t len)
+/* A length-prefixed slice of w: 0, or -1 when it runs past the end. */
+static int
+slice(serve_wire_t *w, const uint8_t **p, size_t *len)
 {
-    serve_wire_t   w, kv;
-    serve_field_t  f, g;
+    uint64_t  n;
+
+    if (serve_wire_varint(w, &n) != 0 || n > (uint64_t) (w->end - w->p)) {
+        return -1;
+    }
+    *p = w->p;
+    *len = (size_t) n;
+    w->p += n;
+    return 0;
+}
+
+void
+serve_attrs_json(sp_buf_t *out, const uint8_t *p, size_t len,
+    const serve_keys_t *keys)
+{
+    serve_wire_t   w;
     const uint8_t *key, *val;
     size_t         klen, vlen;
+    uint64_t       id;
     int            first = 1;
 
     sp_buf_append_char(out, '{');
+    if (p == NULL) {
+        sp_buf_append_char(out, '}');
+        return;
+    }
     serve_wire_init(&w, p, len);
-    while (p != NULL && serve_wire_next(&w, &f)) {
-        if (f.type != 2) {
-            continue;
+    while (w.p < w.end) {
+        if (serve_wire_varint(&w, &id) != 0) {
+            break;
         }
-        key = val = NULL;
-        klen = vlen = 0;
-        serve_wire_init(&kv, f.data, f.len);
-        while (serve_wire_next(&kv, &g)) {
-            if (g.num == 1 && g.type == 2) {
-                key = g.data;
-                klen = g.len;
-            } else if (g.num == 2 && g.type == 2) {
-                val = g.data;
-                vlen = g.len;
+        if (id == 0) {
+            if (slice(&w, &key, &klen) != 0) {
+                break;
             }
+        } else if (id > UINT32_MAX
+                   || (key = (const uint8_t *) serve_keys_get(
+                           keys, (uint32_t) id, &klen)) == NULL)
+        {
+            break;
         }
-        if (key == NULL) {
-            continue;
+        if (slice(&w, &val, &vlen) != 0) {
+            break;
         }
         if (!first) {
             sp_buf_append_char(out, ',');

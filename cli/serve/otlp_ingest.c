@@ -139,7 +139,7 @@ span_attr(serve_span_t *sp, const serve_field_t *kvf, serve_str_t *server,
 }
 
 /* One Span message: 0 stored, 1 refused (bad ids), -1 malformed or a store
- * failure (r->error says which). */
+ * failure (r->error says which). s NULL: read only, nothing stored. */
 static int
 ingest_span(serve_store_t *s, serve_str_t service, const uint8_t *p,
     size_t len, sp_buf_t *attrs, serve_ingest_result_t *r)
@@ -201,7 +201,7 @@ ingest_span(serve_store_t *s, serve_str_t service, const uint8_t *p,
             }
             break;
         case 9:
-            if (f.type == 2) {
+            if (f.type == 2 && s != NULL) {
                 span_attr(&sp, &f, &server, &port);
                 /* Kept as the field it came as: tag, length, KeyValue. */
                 h = 0;
@@ -256,6 +256,9 @@ ingest_span(serve_store_t *s, serve_str_t service, const uint8_t *p,
     }
     sp.attrs = attrs->data;
     sp.attrs_len = attrs->len;
+    if (s == NULL) {
+        return 0;
+    }
     if (serve_store_add_span(s, &sp) != 0) {
         snprintf(r->error, sizeof(r->error), "cannot store: %s",
                  serve_store_error(s));
@@ -296,7 +299,8 @@ wire_service(const uint8_t *p, size_t len)
     return none;
 }
 
-/* Walks ExportTraceServiceRequest > ResourceSpans > ScopeSpans > Span. */
+/* Walks ExportTraceServiceRequest > ResourceSpans > ScopeSpans > Span,
+ * storing each (s NULL: reading only). */
 static int
 ingest_trace_request(serve_store_t *s, const uint8_t *body, size_t len,
     serve_ingest_result_t *r)
@@ -367,6 +371,7 @@ serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
     ProtobufCMessage  *m;
     uint8_t           *pb = NULL;
     size_t             n;
+    uint64_t           total;
     int                rc;
 
     memset(r, 0, sizeof(*r));
@@ -389,11 +394,21 @@ serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
         body = pb;
         len = n;
     }
+    /* Read through first: a malformed request is refused before anything
+     * is stored, so a batch is never undone for it (undoing one costs a
+     * copy of every page it changes, kept until its end). */
+    if (ingest_trace_request(NULL, body, len, r) != 0) {
+        free(pb);
+        r->accepted = r->rejected = 0;
+        return -1;
+    }
+    total = r->accepted + r->rejected;
+    r->accepted = r->rejected = 0;
     if (serve_store_begin(s) != 0) {
         free(pb);
         snprintf(r->error, sizeof(r->error), "cannot store: %s",
                  serve_store_error(s));
-        r->rejected = 0;
+        r->rejected = total;
         return 0;
     }
     rc = ingest_trace_request(s, body, len, r);
@@ -412,8 +427,9 @@ serve_ingest_traces(serve_store_t *s, const uint8_t *body, size_t len,
         r->accepted = r->rejected = 0;
         return -1;
     }
-    /* The store failed: the whole request is refused, in partial success. */
-    r->rejected += r->accepted;
+    /* The store failed: the whole request is refused, in partial success
+     * (every span of it, the one that failed included). */
+    r->rejected = total;
     r->accepted = 0;
     return 0;
 }

@@ -6,27 +6,44 @@
 
 #include <sqlite3.h>
 
+#include "cli/serve/attr_keys.h"
 #include "cli/serve/attrs_json.h"
 #include "cli/serve/json_out.h"
 #include "cli/serve/store.h"
+#include "cli/serve/wire_read.h"
+
+/* The version of the schema below, in PRAGMA user_version. 0 with tables:
+ * the first schema (one global index per random key), which this version
+ * refuses to open rather than misread. */
+#define SCHEMA_VERSION      2
+#define SCHEMA_VERSION_STR  "2"
+
+/* Spans are numbered in arrival order (id, assigned here) and the indexes
+ * on random keys (the trace id, the duration) lead with part = id >> 15:
+ * inserts land in the newest part's subtree of 32,768 spans, about 130
+ * pages an index, so a commit writes those pages rather than one page per
+ * span as a global index outgrowing the cache does (and the larger a part,
+ * the more of its pages a commit dirties: 2^17 ingested 15% slower). A
+ * lookup by trace id probes every part from the lowest to the highest
+ * (305 at 10M spans, a few microseconds each): only the insert needs the
+ * part's size. */
+#define PART_BITS  15
 
 /* Statements prepared once and reused for every row. */
 enum {
-    ST_BEGIN, ST_COMMIT, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO, ST_SPAN,
-    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_N
+    ST_BEGIN, ST_COMMIT, ST_SPAN,
+    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_N
 };
 
 static const char *const  stmt_sql[ST_N] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
-    [ST_SAVEPOINT] = "SAVEPOINT batch",
-    [ST_RELEASE] = "RELEASE batch",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
     [ST_SPAN] =
-        "INSERT INTO spans(trace_id, span_id, parent_id, service, name, kind,"
-        " route, method, target, http_status, error, start_ns, end_ns,"
-        " dur_ns, attrs)"
-        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13-?12,?14)",
+        "INSERT INTO spans(id, part, tkey, trace_id, span_id, parent_id,"
+        " service, name, kind, route, method, target, http_status, error,"
+        " start_ns, end_ns, dur_ns, attrs)"
+        " VALUES(?15,?17,?16,?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+        "?10,?11,?12,?13,?13-?12,?14)",
     [ST_STACK_PUT] =
         "INSERT INTO stacks(stack) VALUES(?1) ON CONFLICT(stack) DO NOTHING",
     [ST_STACK_GET] = "SELECT id FROM stacks WHERE stack = ?1",
@@ -34,34 +51,50 @@ static const char *const  stmt_sql[ST_N] = {
         "INSERT INTO samples(time_ns, duration_ns, service, pid, trace_id,"
         " span_id, span_name, stack_id, count, cpu_ns)"
         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+    [ST_KEY_PUT] = "INSERT INTO attr_keys(id, key) VALUES(?1, ?2)",
 };
 
-static const char  schema[] =
+static const char  pragmas[] =
     "PRAGMA journal_mode = WAL;"
     "PRAGMA synchronous = NORMAL;"
     /* Fewer, larger checkpoints (each one syncs the file), and a cache
      * that holds the hot index pages. */
     "PRAGMA wal_autocheckpoint = 16384;"
-    "PRAGMA cache_size = -131072;"
-    "CREATE TABLE IF NOT EXISTS spans("
-    " id INTEGER PRIMARY KEY, trace_id BLOB NOT NULL, span_id BLOB NOT NULL,"
+    "PRAGMA cache_size = -131072;";
+
+static const char  schema[] =
+    "BEGIN IMMEDIATE;"
+    /* tkey: the trace id's first 4 bytes as an integer (the query checks
+     * the whole id): a smaller index key than the 16-byte blob. */
+    "CREATE TABLE spans("
+    " id INTEGER PRIMARY KEY, part INTEGER NOT NULL, tkey INTEGER NOT NULL,"
+    " trace_id BLOB NOT NULL, span_id BLOB NOT NULL,"
     " parent_id BLOB, service TEXT, name TEXT, kind INTEGER, route TEXT,"
     " method TEXT, target TEXT, http_status INTEGER, error INTEGER,"
     " start_ns INTEGER, end_ns INTEGER, dur_ns INTEGER, attrs BLOB);"
-    "CREATE INDEX IF NOT EXISTS spans_trace ON spans(trace_id);"
-    "CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);"
-    /* The search's two orders, over SERVER spans (kind 2). */
-    "CREATE INDEX IF NOT EXISTS spans_kind_dur ON spans(kind, dur_ns);"
-    "CREATE INDEX IF NOT EXISTS spans_route"
-    " ON spans(service, route, start_ns);"
-    "CREATE TABLE IF NOT EXISTS stacks("
+    /* The attributes' keys, numbered (attr_keys.h, attrs_json.h). */
+    "CREATE TABLE attr_keys(id INTEGER PRIMARY KEY, key TEXT NOT NULL);"
+    "CREATE INDEX spans_trace ON spans(part, tkey);"
+    "CREATE INDEX spans_start ON spans(start_ns);"
+    /* The slowest-first search, over SERVER spans (kind 2), part by part. */
+    "CREATE INDEX spans_dur ON spans(part, kind, dur_ns);"
+    "CREATE INDEX spans_route ON spans(service, route, start_ns);"
+    "CREATE TABLE stacks("
     " id INTEGER PRIMARY KEY, stack TEXT NOT NULL UNIQUE);"
-    "CREATE TABLE IF NOT EXISTS samples("
+    "CREATE TABLE samples("
     " id INTEGER PRIMARY KEY, time_ns INTEGER, duration_ns INTEGER,"
     " service TEXT, pid INTEGER, trace_id BLOB, span_id BLOB,"
     " span_name TEXT, stack_id INTEGER, count INTEGER, cpu_ns INTEGER);"
-    "CREATE INDEX IF NOT EXISTS samples_span ON samples(span_id);"
-    "CREATE INDEX IF NOT EXISTS samples_time ON samples(time_ns);";
+    "CREATE INDEX samples_span ON samples(span_id);"
+    "CREATE INDEX samples_time ON samples(time_ns);"
+    "PRAGMA user_version = " SCHEMA_VERSION_STR ";"
+    "COMMIT;";
+
+/* The parts that hold spans, oldest first: the rows of p(x). */
+#define PARTS_CTE \
+    "WITH RECURSIVE p(x) AS (SELECT min(part) FROM spans" \
+    " UNION ALL SELECT x + 1 FROM p" \
+    " WHERE x < (SELECT max(part) FROM spans)) "
 
 struct serve_store {
     sqlite3              *db;
@@ -74,6 +107,13 @@ struct serve_store {
     int                   in_txn;
     int64_t               open_ns;
     uint64_t              pending_rows;
+    int64_t               next_id;      /* of the next span */
+    /* The attribute keys, as many as at the start of the transaction
+     * (what a rollback keeps); a span's attributes packed. */
+    serve_keys_t         *keys;
+    size_t                keys_at_txn;
+    sp_buf_t              attrs;
+    int                   part_bits;
 };
 
 static int
@@ -83,22 +123,78 @@ fail(serve_store_t *s, const char *what)
     return -1;
 }
 
+static int64_t
+pragma_int(serve_store_t *s, const char *sql)
+{
+    sqlite3_stmt  *st;
+    int64_t        v = -1;
+
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return -1;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The dictionary of attribute keys, from the database. */
+static int
+load_keys(serve_store_t *s)
+{
+    sqlite3_stmt  *st;
+    int            rc;
+
+    if (sqlite3_prepare_v2(s->db, "SELECT id, key FROM attr_keys"
+                           " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char  *k = (const char *) sqlite3_column_text(st, 1);
+
+        /* Numbered 1, 2, ... as added: anything else is not ours. */
+        if (k == NULL || sqlite3_column_int64(st, 0)
+                         != (int64_t) serve_keys_count(s->keys) + 1
+            || serve_keys_add(s->keys, k, (size_t) sqlite3_column_bytes(st, 1))
+               == 0)
+        {
+            sqlite3_finalize(st);
+            snprintf(s->err, sizeof(s->err), "a malformed attr_keys table");
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "read attr_keys");
+}
+
 serve_store_t *
 serve_store_open(const char *dir, char *err, size_t errlen)
 {
     serve_store_t  *s;
     char           *path;
     size_t          n = strlen(dir) + sizeof("/spanprof.db");
+    int64_t         version, tables;
     int             i;
 
+    /* Before SQLite's first use (else refused, harmlessly): no statistics
+     * kept on every allocation, each under a global mutex. */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     s = calloc(1, sizeof(*s));
     path = malloc(n);
-    if (s == NULL || path == NULL) {
+    if (s == NULL || path == NULL
+        || (s->keys = serve_keys_new()) == NULL)
+    {
         snprintf(err, errlen, "out of memory");
+        if (s != NULL) {
+            serve_keys_free(s->keys);
+        }
         free(s);
         free(path);
         return NULL;
     }
+    sp_buf_init(&s->attrs);
     snprintf(path, n, "%s/spanprof.db", dir);
     if (sqlite3_open(path, &s->db) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path,
@@ -106,8 +202,46 @@ serve_store_open(const char *dir, char *err, size_t errlen)
         goto failed;
     }
     sqlite3_busy_timeout(s->db, 5000);
-    if (sqlite3_exec(s->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot set up %s: %s", path,
+    /* The layout first: a file of another is left as it is. */
+    version = pragma_int(s, "PRAGMA user_version");
+    tables = pragma_int(s, "SELECT count(*) FROM sqlite_master");
+    if (version < 0 || tables < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path,
+                 sqlite3_errmsg(s->db));
+        goto failed;
+    }
+    if ((version == 0 && tables == 0) || version == SCHEMA_VERSION) {
+        if (sqlite3_exec(s->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cannot set up %s: %s", path,
+                     sqlite3_errmsg(s->db));
+            goto failed;
+        }
+    }
+    if (version == 0 && tables == 0) {
+        if (sqlite3_exec(s->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cannot set up %s: %s", path,
+                     sqlite3_errmsg(s->db));
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            goto failed;
+        }
+    } else if (version != SCHEMA_VERSION) {
+        /* Never read or write another layout: say so and stop. */
+        snprintf(err, errlen, "%s was written by %s spanprof serve "
+                 "(database schema %" PRId64 "; this one reads schema %d "
+                 "only): move the file away (or delete it) to start an "
+                 "empty database", path,
+                 version < SCHEMA_VERSION ? "an earlier" : "a later",
+                 version, SCHEMA_VERSION);
+        goto failed;
+    }
+    if (load_keys(s) != 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, s->err);
+        goto failed;
+    }
+    s->part_bits = PART_BITS;
+    s->next_id = pragma_int(s, "SELECT coalesce(max(id), 0) + 1 FROM spans");
+    if (s->next_id < 1) {
+        snprintf(err, errlen, "cannot read %s: %s", path,
                  sqlite3_errmsg(s->db));
         goto failed;
     }
@@ -131,6 +265,12 @@ failed:
 }
 
 void
+serve_store_set_part_bits(serve_store_t *s, int bits)
+{
+    s->part_bits = bits;
+}
+
+void
 serve_store_close(serve_store_t *s)
 {
     int  i;
@@ -143,6 +283,8 @@ serve_store_close(serve_store_t *s)
         sqlite3_finalize(s->st[i]);
     }
     sqlite3_close(s->db);
+    serve_keys_free(s->keys);
+    sp_buf_free(&s->attrs);
     free(s);
 }
 
@@ -166,9 +308,12 @@ run(serve_store_t *s, int which, const char *what)
     return 0;
 }
 
-/* A batch is a savepoint inside the open transaction, which commits
- * when it holds enough rows or is old enough (serve_store_flush): one
- * commit for many requests, far fewer page writes. */
+/* Batches are added to the open transaction, which commits when it holds
+ * enough rows or is old enough (serve_store_flush): one commit for many
+ * requests, far fewer page writes. A batch is not a savepoint: SQLite
+ * would copy every page a batch changes before changing it (10% of the
+ * ingest's CPU); callers check their input before adding, so only a store
+ * failure undoes a batch, and it undoes the whole group (counted). */
 #define COMMIT_ROWS  50000
 #define COMMIT_NS    250000000LL
 
@@ -192,8 +337,9 @@ serve_store_begin(serve_store_t *s)
         s->in_txn = 1;
         s->open_ns = mono_ns();
         s->pending_rows = 0;
+        s->keys_at_txn = serve_keys_count(s->keys);
     }
-    return run(s, ST_SAVEPOINT, "savepoint");
+    return 0;
 }
 
 int
@@ -207,6 +353,7 @@ serve_store_flush(serve_store_t *s)
         /* What the batches held is lost: counted, said by the caller. */
         s->stats.rows_lost += s->pending_rows;
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        serve_keys_truncate(s->keys, s->keys_at_txn);
         return -1;
     }
     return 0;
@@ -215,9 +362,6 @@ serve_store_flush(serve_store_t *s)
 int
 serve_store_commit(serve_store_t *s)
 {
-    if (run(s, ST_RELEASE, "release") != 0) {
-        return -1;      /* the caller rolls the batch back */
-    }
     s->stats.spans_stored += s->batch_spans;
     s->stats.samples_stored += s->batch_samples;
     s->pending_rows += s->batch_spans + s->batch_samples;
@@ -233,8 +377,12 @@ void
 serve_store_rollback(serve_store_t *s)
 {
     if (s->in_txn) {
-        (void) run(s, ST_ROLLBACK_TO, "rollback");
-        (void) run(s, ST_RELEASE, "release");
+        /* SQLite may have rolled back already (a full disk): then this
+         * ROLLBACK fails, harmlessly. */
+        s->in_txn = 0;
+        s->stats.rows_lost += s->pending_rows;
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        serve_keys_truncate(s->keys, s->keys_at_txn);
     }
     s->stats.batches_failed++;
 }
@@ -259,12 +407,100 @@ bind_text(sqlite3_stmt *st, int i, const char *v)
     }
 }
 
+static void
+put_varint(sp_buf_t *b, uint64_t v)
+{
+    uint8_t  t[10];
+    size_t   n = 0;
+
+    for (; v >= 0x80; v >>= 7) {
+        t[n++] = (uint8_t) (v | 0x80);
+    }
+    t[n++] = (uint8_t) v;
+    sp_buf_append(b, t, n);
+}
+
+/* A span's attributes (KeyValue fields) into s->attrs as stored (see
+ * attrs_json.h): the key's number in the dictionary, added to it (and to
+ * attr_keys, in the batch) when new, inline when the dictionary is full;
+ * the AnyValue as it came. About a third of the size of the KeyValues. */
+static int
+pack_attrs(serve_store_t *s, const uint8_t *p, size_t len)
+{
+    serve_wire_t   w, kv;
+    serve_field_t  f, g;
+    const uint8_t *key, *val;
+    size_t         klen, vlen;
+    uint32_t       id;
+
+    sp_buf_reset(&s->attrs);
+    serve_wire_init(&w, p, len);
+    while (len > 0 && serve_wire_next(&w, &f)) {
+        if (f.type != 2) {
+            continue;
+        }
+        key = val = NULL;
+        klen = vlen = 0;
+        serve_wire_init(&kv, f.data, f.len);
+        while (serve_wire_next(&kv, &g)) {
+            if (g.num == 1 && g.type == 2) {
+                key = g.data;
+                klen = g.len;
+            } else if (g.num == 2 && g.type == 2) {
+                val = g.data;
+                vlen = g.len;
+            }
+        }
+        if (key == NULL) {
+            continue;
+        }
+        id = serve_keys_find(s->keys, (const char *) key, klen);
+        if (id == 0 && (id = serve_keys_add(s->keys, (const char *) key,
+                                            klen)) != 0)
+        {
+            sqlite3_bind_int64(s->st[ST_KEY_PUT], 1, id);
+            sqlite3_bind_text(s->st[ST_KEY_PUT], 2, (const char *) key,
+                              (int) klen, SQLITE_STATIC);
+            if (run(s, ST_KEY_PUT, "insert an attribute key") != 0) {
+                serve_keys_truncate(s->keys, id - 1);
+                return -1;
+            }
+        }
+        put_varint(&s->attrs, id);
+        if (id == 0) {
+            put_varint(&s->attrs, klen);
+            sp_buf_append(&s->attrs, key, klen);
+        }
+        put_varint(&s->attrs, vlen);
+        if (vlen > 0) {
+            sp_buf_append(&s->attrs, val, vlen);
+        }
+    }
+    if (sp_buf_failed(&s->attrs)) {
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* The trace id's index key: its first 4 bytes, as a signed integer (4
+ * bytes in a record). */
+static int64_t
+trace_key(const uint8_t tid[16])
+{
+    return (int32_t) ((uint32_t) tid[0] << 24 | (uint32_t) tid[1] << 16
+                      | (uint32_t) tid[2] << 8 | tid[3]);
+}
+
 int
 serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
 {
     sqlite3_stmt  *st = s->st[ST_SPAN];
 
     sqlite3_bind_blob(st, 1, sp->trace_id, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 15, s->next_id);
+    sqlite3_bind_int64(st, 17, s->next_id++ >> s->part_bits);
+    sqlite3_bind_int64(st, 16, trace_key(sp->trace_id));
     sqlite3_bind_blob(st, 2, sp->span_id, 8, SQLITE_STATIC);
     if (sp->has_parent) {
         sqlite3_bind_blob(st, 3, sp->parent_id, 8, SQLITE_STATIC);
@@ -280,7 +516,12 @@ serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
     sqlite3_bind_int64(st, 12, sp->start_ns);
     sqlite3_bind_int64(st, 13, sp->end_ns);
     if (sp->attrs_len > 0) {
-        sqlite3_bind_blob(st, 14, sp->attrs, (int) sp->attrs_len,
+        if (pack_attrs(s, sp->attrs, sp->attrs_len) != 0) {
+            sqlite3_reset(st);
+            sqlite3_clear_bindings(st);
+            return -1;
+        }
+        sqlite3_bind_blob(st, 14, s->attrs.data, (int) s->attrs.len,
                           SQLITE_STATIC);
     }
     if (run(s, ST_SPAN, "insert a span") != 0) {
@@ -342,22 +583,6 @@ serve_store_add_sample(serve_store_t *s, const serve_sample_t *sa)
 }
 
 /* --- retention ----------------------------------------------------------- */
-
-static int64_t
-pragma_int(serve_store_t *s, const char *sql)
-{
-    sqlite3_stmt  *st;
-    int64_t        v = -1;
-
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        return -1;
-    }
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        v = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-    return v;
-}
 
 int64_t
 serve_store_size(serve_store_t *s)
@@ -552,39 +777,81 @@ span_members(sp_buf_t *out, sqlite3_stmt *st, int c)
  * with many SERVER spans shows once). */
 #define SEARCH_MAX_ROWS  100000
 
-int
-serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
-    sp_buf_t *out)
-{
-    sqlite3_stmt  *st, *cnt;
-    int            rc = SQLITE_DONE, found = 0, rows = 0;
-    const char    *sql;
-    uint8_t      (*seen)[16];
+#define SEARCH_FILTERS \
+    " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)" \
+    " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)" \
+    " AND start_ns >= ?6 AND start_ns < ?7"
 
-    /* Walks the SERVER spans in the index of the order asked (duration or
-     * start, descending) and keeps the first span of each trace: no
-     * GROUP BY, so a search reads about `limit` rows, not the table. */
-    sql = q->slowest
-        ? "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
-          " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
-          " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
-          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
-          " ORDER BY dur_ns DESC"
-        : "SELECT " SPAN_COLS " FROM spans WHERE kind = 2"
-          " AND (?1 IS NULL OR service = ?1) AND (?2 IS NULL OR route = ?2)"
-          " AND (?3 IS NULL OR method = ?3) AND (?4 = 0 OR http_status = ?4)"
-          " AND dur_ns >= ?5 AND start_ns >= ?6 AND start_ns < ?7"
-          " ORDER BY start_ns DESC";
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        return fail(s, "prepare");
+/* A search's candidate: a trace by its best span so far. */
+typedef struct {
+    int64_t  id, key;               /* the span; its duration or start */
+    uint8_t  tid[16];
+} hit_t;
+
+/* Keeps best[0..*n) the `limit` traces of highest key, one entry per
+ * trace (its highest key), highest first. */
+static void
+best_add(hit_t *best, int *n, int limit, const hit_t *h)
+{
+    int  i, at;
+
+    for (i = 0; i < *n; i++) {
+        if (memcmp(best[i].tid, h->tid, 16) == 0) {
+            if (best[i].key >= h->key) {
+                return;
+            }
+            memmove(&best[i], &best[i + 1], (size_t) (*n - i - 1)
+                    * sizeof(*best));
+            (*n)--;
+            break;
+        }
     }
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM spans"
-                           " WHERE trace_id = ?1", -1, &cnt, NULL)
-        != SQLITE_OK)
-    {
-        sqlite3_finalize(st);
-        return fail(s, "prepare");
+    for (at = *n; at > 0 && best[at - 1].key < h->key; at--) {
+        /* the place after the entries with a key as high */
     }
+    if (at >= limit) {
+        return;
+    }
+    if (*n == limit) {
+        (*n)--;
+    }
+    memmove(&best[at + 1], &best[at], (size_t) (*n - at) * sizeof(*best));
+    best[at] = *h;
+    (*n)++;
+}
+
+/* Walks st's rows (id, trace_id, key; key descending) into best, until
+ * no further row can enter it or *rows reaches the bound. */
+static int
+search_scan(sqlite3_stmt *st, hit_t *best, int *n, int limit, int *rows)
+{
+    hit_t  h;
+    int    rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const void  *tid = sqlite3_column_blob(st, 1);
+
+        h.key = sqlite3_column_int64(st, 2);
+        if (*n == limit && h.key <= best[limit - 1].key) {
+            break;
+        }
+        if (++*rows > SEARCH_MAX_ROWS) {
+            break;
+        }
+        if (tid == NULL || sqlite3_column_bytes(st, 1) != 16) {
+            continue;
+        }
+        h.id = sqlite3_column_int64(st, 0);
+        memcpy(h.tid, tid, 16);
+        best_add(best, n, limit, &h);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static void
+bind_search(sqlite3_stmt *st, const serve_trace_query_t *q)
+{
     bind_text(st, 1, q->service);
     bind_text(st, 2, q->route);
     bind_text(st, 3, q->method);
@@ -592,47 +859,97 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sqlite3_bind_int64(st, 5, q->min_duration_ns);
     sqlite3_bind_int64(st, 6, q->from_ns);
     sqlite3_bind_int64(st, 7, q->to_ns);
-    seen = calloc((size_t) q->limit + 1, 16);
-    if (seen == NULL) {
-        sqlite3_finalize(st);
-        sqlite3_finalize(cnt);
+}
+
+int
+serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st = NULL, *row = NULL, *cnt = NULL;
+    hit_t         *best;
+    int            n = 0, rows = 0, i, rc = -1;
+    int64_t        part, lo, hi;
+
+    best = calloc((size_t) q->limit + 1, sizeof(*best));
+    if (best == NULL) {
         snprintf(s->err, sizeof(s->err), "out of memory");
         return -1;
     }
+    /* The SERVER spans in the order asked, descending, keeping the first
+     * span of each trace: the newest from the start index; the slowest
+     * from each part's duration index, merged (a trace's slowest span in
+     * its part is its slowest overall or not among the first `limit`).
+     * No GROUP BY: a search reads about `limit` rows a part. */
+    if (sqlite3_prepare_v2(s->db, q->slowest
+            /* One lower bound on dur_ns (?9, the minimum duration or
+             * what has been kept): with two, SQLite may take the lower
+             * for the index range and read the whole part. */
+            ? "SELECT id, trace_id, dur_ns FROM spans WHERE part = ?8"
+              " AND kind = 2 AND dur_ns > ?9" SEARCH_FILTERS
+              " ORDER BY dur_ns DESC"
+            : "SELECT id, trace_id, start_ns FROM spans WHERE kind = 2"
+              " AND dur_ns >= ?5" SEARCH_FILTERS " ORDER BY start_ns DESC",
+            -1, &st, NULL)
+            != SQLITE_OK
+        || sqlite3_prepare_v2(s->db, "SELECT " SPAN_COLS " FROM spans"
+                              " WHERE id = ?1", -1, &row, NULL) != SQLITE_OK
+        || sqlite3_prepare_v2(s->db, PARTS_CTE "SELECT count(*) FROM spans"
+                              " WHERE part IN p AND tkey = ?2"
+                              " AND trace_id = ?1", -1, &cnt, NULL)
+           != SQLITE_OK)
+    {
+        fail(s, "prepare");
+        goto done;
+    }
+    bind_search(st, q);
+    if (q->slowest) {
+        lo = pragma_int(s, "SELECT coalesce(min(part), 0) FROM spans");
+        hi = pragma_int(s, "SELECT coalesce(max(part), -1) FROM spans");
+        for (part = hi; part >= lo && rows <= SEARCH_MAX_ROWS; part--) {
+            /* Once `limit` traces are found, a part's index is read from
+             * the top down to the lowest of them only: most parts cost
+             * one seek, no row. */
+            sqlite3_bind_int64(st, 8, part);
+            sqlite3_bind_int64(st, 9, n == q->limit
+                                      && best[n - 1].key >= q->min_duration_ns
+                                      ? best[n - 1].key
+                                      : q->min_duration_ns - 1);
+            if (search_scan(st, best, &n, q->limit, &rows) != 0) {
+                fail(s, "search traces");
+                goto done;
+            }
+        }
+    } else if (search_scan(st, best, &n, q->limit, &rows) != 0) {
+        fail(s, "search traces");
+        goto done;
+    }
 
     sp_buf_append_char(out, '[');
-    while (found < q->limit && rows++ < SEARCH_MAX_ROWS
-           && (rc = sqlite3_step(st)) == SQLITE_ROW)
-    {
-        const void  *tid = sqlite3_column_blob(st, 0);
-        int          i, dup = 0;
-
-        if (tid == NULL || sqlite3_column_bytes(st, 0) != 16) {
-            continue;
+    for (i = 0; i < n; i++) {
+        sqlite3_bind_int64(row, 1, best[i].id);
+        if (sqlite3_step(row) != SQLITE_ROW) {
+            fail(s, "read a span");
+            goto done;
         }
-        for (i = 0; i < found && !dup; i++) {
-            dup = memcmp(seen[i], tid, 16) == 0;
-        }
-        if (dup) {
-            continue;
-        }
-        memcpy(seen[found], tid, 16);
-        sp_buf_append_str(out, found++ ? ",{" : "{");
-        span_members(out, st, 0);
-        sqlite3_bind_blob(cnt, 1, tid, 16, SQLITE_TRANSIENT);
+        sp_buf_append_str(out, i ? ",{" : "{");
+        span_members(out, row, 0);
+        sqlite3_reset(row);
+        sqlite3_bind_blob(cnt, 1, best[i].tid, 16, SQLITE_STATIC);
+        sqlite3_bind_int64(cnt, 2, trace_key(best[i].tid));
         sp_buf_appendf(out, ",\"spans\":%d}",
                        sqlite3_step(cnt) == SQLITE_ROW
                        ? sqlite3_column_int(cnt, 0) : 0);
         sqlite3_reset(cnt);
     }
-    if (found >= q->limit || rows > SEARCH_MAX_ROWS) {
-        rc = SQLITE_DONE;
-    }
     sp_buf_append_char(out, ']');
-    free(seen);
+    rc = 0;
+
+done:
+    free(best);
     sqlite3_finalize(cnt);
+    sqlite3_finalize(row);
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : fail(s, "search traces");
+    return rc;
 }
 
 int
@@ -642,18 +959,20 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sqlite3_stmt  *st;
     int            rc, n = 0;
 
-    if (sqlite3_prepare_v2(s->db,
+    if (sqlite3_prepare_v2(s->db, PARTS_CTE
             "SELECT " SPAN_COLS ", attrs,"
             " (SELECT coalesce(sum(count), 0) FROM samples a"
             "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
             " (SELECT coalesce(sum(cpu_ns), 0) FROM samples a"
             "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
-            " FROM spans s WHERE trace_id = ?1 ORDER BY start_ns, id",
+            " FROM spans s WHERE part IN p AND tkey = ?2 AND trace_id = ?1"
+            " ORDER BY start_ns, id",
             -1, &st, NULL) != SQLITE_OK)
     {
         return fail(s, "prepare");
     }
     sqlite3_bind_blob(st, 1, trace_id, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, trace_key(trace_id));
     sp_buf_append_str(out, "{\"trace_id\":");
     serve_json_hex(out, trace_id, 16);
     sp_buf_append_str(out, ",\"spans\":[");
@@ -662,7 +981,7 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
         span_members(out, st, 0);
         sp_buf_append_str(out, ",\"attributes\":");
         serve_attrs_json(out, sqlite3_column_blob(st, 13),
-                         (size_t) sqlite3_column_bytes(st, 13));
+                         (size_t) sqlite3_column_bytes(st, 13), s->keys);
         sp_buf_appendf(out, ",\"cpu_samples\":%" PRId64 ",\"cpu_ns\":%"
                        PRId64 "}", (int64_t) sqlite3_column_int64(st, 14),
                        (int64_t) sqlite3_column_int64(st, 15));

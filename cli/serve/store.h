@@ -3,11 +3,14 @@
 
 /* spanprof serve's database: spans and CPU samples in SQLite, in one file
  * (DIR/spanprof.db, WAL journal), indexed for the UI's and the API's
- * queries. Writes come in batches (serve_store_begin .. commit: all of a
- * batch or none), and batches are committed together, at least every
- * 250 ms or 50,000 rows (serve_store_flush): a crash loses at most that
- * last uncommitted group, and the file opens again. Queries on the store
- * see what is not committed yet. One thread at a time. */
+ * queries. Writes come in batches (serve_store_begin .. commit), and
+ * batches are committed together, at least every 250 ms or 50,000 rows
+ * (serve_store_flush): a crash loses at most that last uncommitted group,
+ * and the file opens again. A batch that fails in the store is rolled
+ * back with the rest of its group (counted in rows_lost): check input
+ * before adding it. Queries on the store
+ * see what is not committed yet. One thread at a time. A file of another
+ * schema (PRAGMA user_version) is refused by serve_store_open, untouched. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,7 +41,7 @@ typedef struct {
     int          error;             /* status code ERROR */
     int64_t      start_ns, end_ns;
     /* The span's attributes as protobuf: KeyValue messages, each as a
-     * length-delimited field (attrs_json.h reads them back). */
+     * length-delimited field; stored packed, keys numbered (attrs_json.h). */
     const uint8_t *attrs;
     size_t       attrs_len;
 } serve_span_t;
@@ -64,15 +67,20 @@ typedef struct {
     uint64_t     spans_deleted;     /* by retention */
     uint64_t     samples_deleted;
     uint64_t     batches_failed;    /* a batch rolled back */
-    uint64_t     rows_lost;         /* in a group whose commit failed */
+    uint64_t     rows_lost;         /* in a group rolled back */
 } serve_store_stats_t;
 
 /* Opens (creating) DIR/spanprof.db; NULL with err set. */
 serve_store_t *serve_store_open(const char *dir, char *err, size_t errlen);
 void serve_store_close(serve_store_t *s);
+/* Spans are stored in parts of 2^bits in arrival order (17 unless set),
+ * each part with its own subtree of the indexes on random keys; tests set
+ * small parts to have many. */
+void serve_store_set_part_bits(serve_store_t *s, int bits);
 
-/* A batch: begin, adds, then commit (or rollback on a failed add). Each
- * returns 0, or -1 with serve_store_error() saying why. */
+/* A batch: begin, adds, then commit (or rollback on a failed add: the
+ * batch and the uncommitted ones before it are undone). Each returns 0,
+ * or -1 with serve_store_error() saying why. */
 int serve_store_begin(serve_store_t *s);
 int serve_store_commit(serve_store_t *s);
 void serve_store_rollback(serve_store_t *s);
