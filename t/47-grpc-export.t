@@ -138,8 +138,11 @@ subtest 'nginx: h2c, the collector closes the idle connection: the next call re-
     is scalar(keys %c2), 1, 'round 2: its calls on one connection';
     ok !grep({ $c1{$_} } keys %c2), 'round 2 on a new connection (the first one closed)';
     is scalar(grpc_requests($recv, 'traces')), 4, 'one call per span: none failed at the collector';
-    my ($json, $prom) = api_counter($ngx->port, '/api', 'export_h2c_reconnects');
+    # The counters are published every 250 ms.
     my $want = $H2C_RESEND ? 1 : 0;
+    my ($json, $prom);
+    wait_until(5, sub { ($json, $prom) = api_counter($ngx->port, '/api', 'export_h2c_reconnects');
+                        ($json // -1) == $want && ($prom // -1) == $want });
     is $json, $want, "export_h2c_reconnects $want in the API's JSON (libcurl $LIBCURL)";
     is $prom, $want, 'and in its Prometheus text';
     my ($retried) = api_counter($ngx->port, '/api', 'export_requests_retried');
