@@ -51,6 +51,9 @@ sp_h2c_begin(sp_h2c_reuse_t *r, const char *url, int prior)
     if (!prior && (o->live || o->connecting > 0)) {
         return SP_H2C_REUSE;
     }
+    if (prior) {
+        atomic_fetch_add_explicit(&r->reconnects, 1, memory_order_relaxed);
+    }
     o->connecting++;
     return SP_H2C_PRIOR;
 }
@@ -78,7 +81,6 @@ sp_h2c_end(sp_h2c_reuse_t *r, const char *url, int mode, int h2,
         return 0;   /* failed on the connection: its own error */
     }
     o->live = 0;
-    atomic_fetch_add_explicit(&r->reconnects, 1, memory_order_relaxed);
     return 1;
 }
 

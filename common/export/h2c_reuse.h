@@ -49,12 +49,13 @@ typedef struct {
 int sp_h2c_reuse_broken(void);
 
 /* How to send a call to url ("http://host:port/path"): SP_H2C_PRIOR or
- * SP_H2C_REUSE; prior forces SP_H2C_PRIOR (a re-sent call). */
+ * SP_H2C_REUSE; prior forces SP_H2C_PRIOR (a re-sent call: counted in
+ * reconnects). */
 int sp_h2c_begin(sp_h2c_reuse_t *r, const char *url, int prior);
 
 /* The call sent as mode ended: h2 when it was answered over HTTP/2,
  * new_conn when it opened a connection. Returns 1 when it is to be re-sent
- * at once with sp_h2c_begin(r, url, 1) (counted in reconnects). */
+ * at once with sp_h2c_begin(r, url, 1). */
 int sp_h2c_end(sp_h2c_reuse_t *r, const char *url, int mode, int h2,
     int new_conn);
 
