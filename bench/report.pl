@@ -331,7 +331,7 @@ p "The configuration of C (the others differ as described: A has no `load_module
   "with `location = /api { otel_api; }` in the measured server, G is C with `protocol grpc;`",
   "and J C with `protocol http/json;` in `otel_exporter`"
   . ((($meta{libcurl} // '') =~ m{(\d+)\.} && $1 < 8)
-     ? "; $meta{libcurl}, before 8.0, cannot reuse an h2c connection (curl/curl#10634), so G opens a connection per export call):"
+     ? "; with $meta{libcurl}, before 8.0, G keeps its h2c connection by asking for prior knowledge on a new connection only (curl/curl#10634)):"
      : '):'), "",
   "```nginx", (split /\n/, slurp("$W/nginx-C.conf")), "```", "";
 

@@ -4,7 +4,10 @@
 # (t/grpc_receiver.py, python3-grpcio), the spans decoded with protoc:
 # unary TraceService/Export calls over h2c and over TLS (ALPN h2), the
 # `header` entries as metadata, compression gzip as grpc-encoding, one
-# connection per worker for spans and profiles, UNAVAILABLE retried after
+# connection per worker for spans and profiles (h2c too, and a connection
+# the collector closed when idle replaced with no call lost, also with
+# libcurl before 8.0, whose h2c reuse needs care: curl/curl#10634),
+# UNAVAILABLE retried after
 # RetryInfo's delay, RESOURCE_EXHAUSTED without RetryInfo and
 # INVALID_ARGUMENT dropped, counted and logged with the code and message,
 # partial success counted, OTLP profiles over ProfilesService/Export, and
@@ -26,11 +29,12 @@ need_module();
 plan skip_all => 'needs /usr/bin/python3 with grpc'
     unless -x '/usr/bin/python3' && system('/usr/bin/python3 -c "import grpc" 2>/dev/null') == 0;
 
-# libcurl before 8.0.0 cannot reuse an h2c (prior knowledge) connection
-# (curl/curl#10634): the exporter then opens one per call over h2c; over
-# TLS the worker keeps one connection.
+# libcurl before 8.0.0 breaks a reused prior-knowledge h2c connection
+# (curl/curl#10634): the exporter then reuses it with plain HTTP/2 and,
+# when it died, re-sends the call at once on a new one (counted in
+# export_h2c_reconnects). With 8.0 and later nothing is re-sent.
 my ($LIBCURL) = `curl --version` =~ m{libcurl/(\d+)\.};
-my $H2C_REUSE = ($LIBCURL // 0) >= 8;
+my $H2C_RESEND = ($LIBCURL // 0) < 8;
 
 # A CA and a server certificate for 127.0.0.1 it signs (openssl CLI).
 my %TLS;
@@ -59,6 +63,7 @@ sub prefix_is { my $p = shift; return sub { ($_[0]{attrs}{'url.path'} // '') =~ 
 sub nginx_conf {
     my (%o) = @_;
     my $extra = $o{exporter} // '';
+    my $api = $o{api} ? '    location = /api { otel_trace off; otel_api; }' : '';
     return <<"EOF";
 otel_exporter {
     endpoint %%RECEIVER%%;
@@ -71,6 +76,7 @@ server {
     listen 127.0.0.1:%%PORT%%;
     otel_trace on;
     location / { return 200 "ok\\n"; }
+$api
 }
 EOF
 }
@@ -104,13 +110,48 @@ EOF
         like $q->{headers}{'user-agent'} // '', qr/^spanprof/, "$d: user-agent";
     }
     my %conns = map { $_->{conn} => 1 } @reqs;
-    if ($H2C_REUSE) {
-        is scalar(keys %conns), 1, 'all calls on one HTTP/2 connection';
-    } else {
-        is scalar(keys %conns), scalar(@reqs), "libcurl $LIBCURL: a connection per h2c call";
-    }
+    is scalar(keys %conns), 1, "all calls on one HTTP/2 connection (libcurl $LIBCURL)";
     like $ngx->error_log, qr/./, 'error log readable';
     unlike $ngx->error_log, qr/spanprof: (?:export to|collector at)/, 'no export error logged';
+    no_crash($ngx);
+};
+
+subtest 'nginx: h2c, the collector closes the idle connection: the next call re-sent, nothing lost' => sub {
+    my $recv = start_grpc_receiver(max_idle_ms => 300);
+    my $ngx = start_nginx(receiver => $recv, conf => nginx_conf(api => 1, exporter => "    batch_size 1;"));
+    my @round;
+    for my $r (1, 2) {
+        # Two calls in a row, then an idle connection, closed by the
+        # collector (GOAWAY) after 300 ms.
+        is http_get($ngx->port, "/idle/$r/$_")->{status}, 200, "round $r: request $_" for 1 .. 2;
+        my @s = wait_for_spans($recv, 2, 10, accepted_only => 1, filter => prefix_is("/idle/$r/"));
+        is paths_of(@s), "/idle/$r/1 /idle/$r/2", "round $r: its 2 spans accepted"
+            or diag $recv->summary . $ngx->error_log_tail(20);
+        $round[$r] = [ grep { my $q = $_;
+            grep { ($_->{attrs}{'url.path'} // '') =~ m{^/idle/$r/} } SpanProf::Test::_request_spans($recv, $q)
+        } grpc_requests($recv, 'traces') ];
+        sleep 1 if $r == 1;
+    }
+    my %c1 = map { $_->{conn} => 1 } @{ $round[1] };
+    my %c2 = map { $_->{conn} => 1 } @{ $round[2] };
+    is scalar(keys %c1), 1, 'round 1: its calls on one connection';
+    is scalar(keys %c2), 1, 'round 2: its calls on one connection';
+    ok !grep({ $c1{$_} } keys %c2), 'round 2 on a new connection (the first one closed)';
+    is scalar(grpc_requests($recv, 'traces')), 4, 'one call per span: none failed at the collector';
+    # The counters are published every 250 ms.
+    my $want = $H2C_RESEND ? 1 : 0;
+    my ($json, $prom);
+    wait_until(5, sub { ($json, $prom) = api_counter($ngx->port, '/api', 'export_h2c_reconnects');
+                        ($json // -1) == $want && ($prom // -1) == $want });
+    is $json, $want, "export_h2c_reconnects $want in the API's JSON (libcurl $LIBCURL)";
+    is $prom, $want, 'and in its Prometheus text';
+    my ($retried) = api_counter($ngx->port, '/api', 'export_requests_retried');
+    is $retried, 0, 'the re-sent call is not an export retry';
+    unlike $ngx->error_log, qr/spanprof: (?:export to|collector at)/, 'no export error logged'
+        or diag $ngx->error_log_tail(10);
+    $ngx->quit(15);
+    like $ngx->error_log, qr/exporter stopped: 4 spans exported, 0 dropped \(queue full\), 0 dropped \(export failed\)/,
+        'the 4 spans exported, none dropped' or diag $ngx->error_log_tail(5);
     no_crash($ngx);
 };
 

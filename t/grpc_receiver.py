@@ -7,13 +7,16 @@
 #   /usr/bin/python3 t/grpc_receiver.py --port P --dir D
 #       [--cert C --key K] [--script LIST] [--default ENTRY]
 #       [--profiles-script LIST] [--profiles-default ENTRY]
+#       [--max-idle-ms MS]
 #   /usr/bin/python3 t/grpc_receiver.py --port P --count FILE [...]
 #
 # Serves opentelemetry.proto.collector.trace.v1.TraceService/Export and
 # opentelemetry.proto.collector.profiles.v1development.ProfilesService/
 # Export on 127.0.0.1:P: h2c (prior knowledge), or TLS (ALPN h2) with the
 # server certificate C (PEM, with its chain) and key K. Prints "listening
-# on P" once it accepts calls.
+# on P" once it accepts calls. --max-idle-ms: the server closes a
+# connection (GOAWAY) that had no call for MS ms (grpc's
+# grpc.max_connection_idle_ms), as collectors configured so do.
 #
 # Every call is stored, before it is answered, as D/<%08d seq>.req, a JSON
 # object in the format t/receiver.pl uses (so SpanProf::Test's receiver
@@ -76,6 +79,7 @@ ap.add_argument('--script', default='')
 ap.add_argument('--default', default='ok')
 ap.add_argument('--profiles-script', default='')
 ap.add_argument('--profiles-default', default='ok')
+ap.add_argument('--max-idle-ms', type=int)
 args = ap.parse_args()
 if (args.dir is None) == (args.count is None):
     ap.error('one of --dir and --count is required')
@@ -247,11 +251,14 @@ if args.count:
     with open(args.count, 'w') as f:
         f.write('requests=0 traces=0 spans=0 profiles=0 bytes=0 bad=0\n')
 
+options = [('grpc.per_message_decompression', 0),
+           ('grpc.max_receive_message_length', 64 * 1024 * 1024)]
+if args.max_idle_ms is not None:
+    options.append(('grpc.max_connection_idle_ms', args.max_idle_ms))
 server = grpc.server(
     futures.ThreadPoolExecutor(max_workers=16),
     handlers=[handler(TRACES), handler(PROFILES)],
-    options=[('grpc.per_message_decompression', 0),
-             ('grpc.max_receive_message_length', 64 * 1024 * 1024)])
+    options=options)
 addr = '127.0.0.1:%d' % args.port
 if args.cert:
     with open(args.cert, 'rb') as f:

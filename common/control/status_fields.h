@@ -28,6 +28,8 @@
     X(export_requests_failed, COUNTER,                                        \
       "Span export requests given up (their spans dropped)")                  \
     X(export_requests_retried, COUNTER, "Span export requests retried")       \
+    X(export_h2c_reconnects, COUNTER,                                         \
+      "gRPC calls re-sent on a new h2c connection, the old one dead (libcurl < 8)") \
     X(queue_depth, GAUGE, "Spans waiting in the span queue")                  \
     X(samples_taken, COUNTER, "CPU samples written to the sample ring")       \
     X(samples_dropped_ring_full, COUNTER,                                     \

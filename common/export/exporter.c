@@ -1058,6 +1058,9 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     st->batches_sent = atomic_load(&e->batches_sent);
     st->batches_failed = atomic_load(&e->batches_failed);
     st->retries = atomic_load(&e->retries);
+    if (e->loop != NULL) {
+        st->h2c_reconnects = sp_h2c_reconnects(sp_http_loop_h2c(e->loop));
+    }
     /* Read from another thread: only approximate while running. */
     if (e->profiles != NULL) {
         sp_profile_export_stats(e->profiles, &st->profiles_exported,

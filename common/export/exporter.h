@@ -104,6 +104,7 @@ typedef struct {
     uint64_t  batches_sent;
     uint64_t  batches_failed;
     uint64_t  retries;
+    uint64_t  h2c_reconnects;          /* gRPC calls re-sent (h2c_reuse.h) */
     uint64_t  profiles_exported;
     uint64_t  profiles_failed;
     uint64_t  profiles_rejected;       /* partial success */

@@ -12,6 +12,7 @@
 #include "common/export/grpc_response.h"
 #include "common/export/grpc_status.h"
 #include "common/export/gzip.h"
+#include "common/export/h2c_reuse.h"
 #include "common/export/http_client.h"
 
 #define SP_HTTP_MAX_BODY  (64 * 1024)
@@ -36,6 +37,11 @@ struct sp_http_client {
     char                curl_err[CURL_ERROR_SIZE];
     char               *ca_name;   /* for TLS errors; NULL: system CAs */
     struct curl_slist   ct_header; /* of the fixed ones */
+    /* libcurl < 8, h2c: how the call under way was sent (h2c_reuse.h;
+     * 0: not so), its URL, and its timeout (for a re-sent call). */
+    int                 h2c_mode;
+    char                h2c_url[SP_H2C_ORIGIN_MAX];
+    uint64_t            timeout_ms;
 };
 
 static size_t
@@ -226,6 +232,11 @@ sp_http_client_free(sp_http_client_t *c)
     }
     if (c->done != NULL) {
         sp_http_loop_cancel(c->loop, &c->xfer);
+        if (c->h2c_mode != 0) {
+            /* Not connecting any more. */
+            sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode,
+                       0, 0);
+        }
     }
     curl_easy_cleanup(c->curl);
     curl_slist_free_all(c->headers);
@@ -237,10 +248,20 @@ sp_http_client_free(sp_http_client_t *c)
     free(c);
 }
 
-static int
-h2c_reuse_broken(void)
+/* How an h2c call goes with libcurl < 8 (h2c_reuse.h): prior knowledge
+ * on a new connection, or HTTP/2 on the loop's live connection (or the
+ * one being set up: PIPEWAIT), multiplexed. */
+static void
+h2c_set_mode(sp_http_client_t *c, int mode)
 {
-    return curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+    int  prior = mode == SP_H2C_PRIOR;
+
+    c->h2c_mode = mode;
+    curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
+                     prior ? (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                           : (long) CURL_HTTP_VERSION_2_0);
+    curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, (long) prior);
+    curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, (long) !prior);
 }
 
 int
@@ -248,7 +269,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud)
 {
-    long  tls, fresh;
+    long  tls;
 
     if (c->done != NULL) {
         return -1;
@@ -297,18 +318,20 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         c->timeout_header.data = c->grpc_timeout;
         c->timeout_header.next = c->headers;
         tls = strncmp(url, "https:", 6) == 0;
-        curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
-                         tls ? (long) CURL_HTTP_VERSION_2TLS
-                             : (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-        /* libcurl before 8.0.0 breaks a reused prior-knowledge connection
-         * (it stacks a second HTTP/2 layer on it: curl/curl#10634): h2c
-         * calls then get a connection each (Debian 12 has 7.88.1). */
-        fresh = !tls && h2c_reuse_broken();
-        curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, fresh);
-        curl_easy_setopt(c->curl, CURLOPT_FORBID_REUSE, fresh);
-        /* Else wait for the worker's one connection to the collector and
-         * multiplex on it rather than open another. */
-        curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, !fresh);
+        c->h2c_mode = 0;
+        if (!tls && sp_h2c_reuse_broken()) {
+            snprintf(c->h2c_url, sizeof(c->h2c_url), "%s", url);
+            h2c_set_mode(c, sp_h2c_begin(sp_http_loop_h2c(c->loop),
+                                         c->h2c_url, 0));
+        } else {
+            curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
+                             tls ? (long) CURL_HTTP_VERSION_2TLS
+                                 : (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+            curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, 0L);
+            /* Wait for the worker's one connection to the collector and
+             * multiplex on it rather than open another. */
+            curl_easy_setopt(c->curl, CURLOPT_PIPEWAIT, 1L);
+        }
     }
 
     snprintf(c->ct, sizeof(c->ct), "%s: %s",
@@ -323,7 +346,12 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
                      (long) (timeout_ms > 0 ? timeout_ms : 1));
 
+    c->timeout_ms = timeout_ms;
     if (sp_http_loop_start(c->loop, &c->xfer) != 0) {
+        if (c->h2c_mode != 0) {
+            sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode,
+                       0, 0);
+        }
         return -1;
     }
     c->done = done;
@@ -368,6 +396,47 @@ grpc_done(sp_http_client_t *c)
     }
 }
 
+/* libcurl < 8, h2c: ends the call's part in h2c_reuse.h, and re-sends
+ * it at once with prior knowledge when it met a dead connection (an
+ * Upgrade refused on the new one), within what is left of its timeout.
+ * Returns 1 when it is under way again. */
+static int
+h2c_resend(sp_http_client_t *c, int curl_result)
+{
+    long        version = 0, conns = 0;
+    curl_off_t  spent_us = 0;
+    uint64_t    spent_ms;
+
+    curl_easy_getinfo(c->curl, CURLINFO_HTTP_VERSION, &version);
+    curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns);
+    if (!sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode,
+                    curl_result == CURLE_OK
+                    && version == (long) CURL_HTTP_VERSION_2_0,
+                    conns > 0))
+    {
+        return 0;
+    }
+    curl_easy_getinfo(c->curl, CURLINFO_TOTAL_TIME_T, &spent_us);
+    spent_ms = (uint64_t) spent_us / 1000;
+    if (spent_ms >= c->timeout_ms) {
+        return 0;
+    }
+    h2c_set_mode(c, sp_h2c_begin(sp_http_loop_h2c(c->loop), c->h2c_url, 1));
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
+                     (long) (c->timeout_ms - spent_ms));
+    c->resp.status = 0;
+    c->resp.retry_after_ms = 0;
+    c->resp.content_type[0] = '\0';
+    c->curl_err[0] = '\0';
+    sp_grpc_response_reset(&c->grpc_resp);
+    sp_buf_reset(&c->raw);
+    if (sp_http_loop_start(c->loop, &c->xfer) != 0) {
+        sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode, 0, 0);
+        return 0;
+    }
+    return 1;
+}
+
 static void
 transfer_done(sp_http_transfer_t *t, int curl_result)
 {
@@ -375,6 +444,9 @@ transfer_done(sp_http_transfer_t *t, int curl_result)
     sp_http_done_fn    done = c->done;
     const char        *msg;
 
+    if (c->h2c_mode != 0 && h2c_resend(c, curl_result)) {
+        return;
+    }
     c->done = NULL;
     if (curl_result != CURLE_OK) {
         c->resp.status = 0;

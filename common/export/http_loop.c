@@ -21,6 +21,7 @@ struct sp_http_loop {
     uint64_t           deadline;
     sp_http_watch_fn   watch;
     void              *watch_ud;
+    sp_h2c_reuse_t     h2c;
 };
 
 static int
@@ -218,6 +219,12 @@ sp_http_loop_poll(sp_http_loop_t *l, int extra_fd, uint64_t timeout_ms)
         sp_http_loop_io(l, -1, 0);
     }
     return woken;
+}
+
+sp_h2c_reuse_t *
+sp_http_loop_h2c(sp_http_loop_t *l)
+{
+    return &l->h2c;
 }
 
 int

@@ -3,6 +3,8 @@
 
 #include <stdint.h>
 
+#include "common/export/h2c_reuse.h"
+
 /* The exporter's HTTP transfers, all on one libcurl multi handle, never
  * blocking: libcurl says which sockets it waits on and when it next wants a
  * call, and someone runs it. Either the loop polls itself
@@ -41,6 +43,11 @@ void sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events);
  * for the sockets and for extra_fd (-1: none) and makes progress. Returns
  * 1 when extra_fd became readable. */
 int sp_http_loop_poll(sp_http_loop_t *l, int extra_fd, uint64_t timeout_ms);
+
+/* The state of the loop's h2c connections (h2c_reuse.h), which live in
+ * its connection pool: for http_client.c, and its reconnects counter for
+ * anyone. */
+sp_h2c_reuse_t *sp_http_loop_h2c(sp_http_loop_t *l);
 
 /* One transfer: a libcurl easy handle, set up by its owner (http_client.c),
  * and what to call when it ends. The loop knows nothing else of it, so the

@@ -8,6 +8,7 @@ package SpanProf::GrpcReceiver;
 #       default  => 'ok',                                 # optional
 #       profiles_script => [...], profiles_default => 'ok',
 #       tls      => { cert => $pem, key => $key },        # optional: https
+#       max_idle_ms => 500,      # optional: idle connections closed
 #   );
 #   $recv->url       # http://127.0.0.1:P (https:// with tls), the endpoint
 #
@@ -44,6 +45,7 @@ sub start_grpc_receiver {
         push @cmd, $opt, $o{$k};
     }
     push @cmd, '--cert', $o{tls}{cert}, '--key', $o{tls}{key} if $o{tls};
+    push @cmd, '--max-idle-ms', $o{max_idle_ms} if defined $o{max_idle_ms};
 
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
