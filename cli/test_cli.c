@@ -259,6 +259,7 @@ test_roundtrip(void)
     cli_model_init(&m);
     ok(cli_profile_load_file(&m, path, err, sizeof(err)) == 0,
        "decode the gzip'd pprof");
+    unlink(path);
     is_int(m.nsamples, 5, "5 samples");
     is_int(m.nfiles, 1, "one file");
     is_int(m.files[0].samples, 51, "file sample total");
