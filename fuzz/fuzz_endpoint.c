@@ -4,7 +4,7 @@
  * http://host:port), and the exporter checks the result again with
  * sp_exporter_endpoint_error. nginx's own slot parsers (msec, num, enum)
  * read the other directive values; Apache's seconds/integer/ratio parsers
- * are static and need APR (see README).
+ * are static and need APR (see docs/contributing.md, "Fuzzing").
  * Properties: the exporter's check accepts http:// or https:// with
  * something after it, or file:// with an absolute path; a normalized
  * endpoint is one the exporter accepts, lowercase-schemed, and normalizing

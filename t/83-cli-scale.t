@@ -19,7 +19,7 @@ need_cli();
 
 my $ROOT  = repo_root();
 my $GEN   = "$ROOT/bench/cli-gen";
-my $LIMIT = 4096;       # CLI_MAX_STACK_DEPTH, as README documents it
+my $LIMIT = 4096;       # CLI_MAX_STACK_DEPTH, as docs/cli.md documents it
 my $T0    = 1795316400;
 
 my $tmp = tempdir(CLEANUP => !$ENV{SPANPROF_KEEP});
