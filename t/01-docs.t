@@ -184,6 +184,23 @@ my (@commands, @options);
 }
 my %seen;
 @options = grep { !$seen{$_}++ } @options;
+
+# The commands' own --help must know them too (its text is what
+# "spanprof help" prints).
+{
+    my $help = '';
+    for my $file ('cli/main.c', 'cli/serve/serve_main.c') {
+        my $src = slurp($file);
+        $help .= $1 while $src =~ /^"((?:[^"\\]|\\.)*)";?$/mg;
+    }
+    $help =~ s/\\n/\n/g;
+    for my $o (@options) {
+        ok $help =~ /(?<![\w-])\Q$o\E(?![\w-])/, "option $o: in spanprof's --help text";
+    }
+    for my $c (@commands) {
+        ok $help =~ /^  \Q$c\E\s/m, "command $c: in spanprof's --help command list";
+    }
+}
 cmp_ok scalar(@commands), '>=', 6, "spanprof commands parsed (@commands)";
 cmp_ok scalar(@options), '>=', 20, 'spanprof options parsed ('
     . scalar(@options) . ')';
