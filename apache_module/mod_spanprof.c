@@ -766,8 +766,8 @@ static const command_rec  spanprof_cmds[] = {
 
     /* the exporter: main server configuration only */
     AP_INIT_TAKE1("OtelExporterEndpoint", spanprof_set_endpoint, NULL,
-        RSRC_CONF, "OTLP/HTTP base URL (http(s)://host[:port][/base]) or "
-        "file:///dir"),
+        RSRC_CONF, "collector: host:port or http(s)://host[:port] (gRPC), "
+        "http(s)://host[:port][/base] (OTLP/HTTP) or file:///dir"),
     AP_INIT_TAKE2("OtelExporterHeader", spanprof_set_header, NULL, RSRC_CONF,
         "a header sent with every export request: name value"),
     AP_INIT_TAKE1("OtelExporterTrustedCertificate", spanprof_set_trusted_cert,
@@ -782,7 +782,7 @@ static const command_rec  spanprof_cmds[] = {
         "(default 4)"),
     AP_INIT_TAKE1("OtelExporterProtocol", spanprof_set_protocol, NULL,
         RSRC_CONF, "grpc, http/protobuf or http/json (default "
-        "http/protobuf)"),
+        "grpc)"),
     AP_INIT_TAKE1("OtelExporterCompression", spanprof_set_compression, NULL,
         RSRC_CONF, "none or gzip (default none)"),
     AP_INIT_TAKE1("OtelExporterTimeout", spanprof_set_seconds,
@@ -1356,6 +1356,7 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
                              ? sc->shutdown_timeout_ms : 2000;
     ec.resource = &res;
     ec.log.fn = spanprof_log;
+    ec.tick = sp_control_tick;          /* the control API, if attached */
     ec.profiling = spanprof_globals.profiling_used;
     ec.profiles_interval_ms = sc->profiling_interval_ms != SPANPROF_UNSET
                               ? sc->profiling_interval_ms : 10000;

@@ -1501,6 +1501,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.shutdown_timeout_ms = mcf->shutdown_timeout;
     ec.resource = &res;
     ec.log.fn = ngx_http_spanprof_log;
+    ec.tick = sp_control_tick;          /* the control API, if attached */
     ec.profiling = (int) mcf->profiling_used;
     ec.profiles_interval_ms = mcf->profiling_interval;
     ec.profiles_max_size = mcf->profiling_max_size;

@@ -144,7 +144,7 @@ sp_control_worker_apply(void)
 }
 
 uint64_t
-sp_control_tick(sp_exporter_t *e, uint64_t now, uint64_t next)
+sp_control_tick(void *data, sp_exporter_t *e, uint64_t now, uint64_t next)
 {
     sp_control_shm_t  *c = atomic_load_explicit(&control,
                                                 memory_order_acquire);

@@ -30,8 +30,10 @@ void sp_control_worker_apply(void);
 /* At exit: frees the slot; ticks do nothing from then on. */
 void sp_control_worker_detach(void);
 
-/* Exporter side, from its loop: returns the earlier of next and the
- * time of the next tick (monotonic ns). */
-uint64_t sp_control_tick(struct sp_exporter *e, uint64_t now, uint64_t next);
+/* Exporter side, from its loop: the exporter's conf.tick (exporter.h),
+ * data unused. Returns the earlier of next and the time of the next tick
+ * (monotonic ns). */
+uint64_t sp_control_tick(void *data, struct sp_exporter *e, uint64_t now,
+    uint64_t next);
 
 #endif

@@ -16,7 +16,6 @@
 #include "common/base/buf.h"
 #include "common/base/clock.h"
 #include "common/base/url_mask.h"
-#include "common/control/control_tick.h"
 #include "common/export/backoff.h"
 #include "common/export/exporter.h"
 #include "common/export/file_output.h"
@@ -584,7 +583,9 @@ exporter_step(sp_exporter_t *e)
     if (sp_http_loop_deadline(e->loop) < t) {
         t = sp_http_loop_deadline(e->loop);
     }
-    t = sp_control_tick(e, now, t);    /* the control API's status/control */
+    if (e->conf.tick != NULL) {        /* the control API's status/control */
+        t = e->conf.tick(e->conf.tick_data, e, now, t);
+    }
     return t;
 }
 

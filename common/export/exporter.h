@@ -49,6 +49,8 @@ typedef struct {
     void   (*wake)(void *data);
 } sp_exporter_loop_t;
 
+struct sp_exporter;
+
 typedef struct {
     const sp_exporter_loop_t *loop;          /* NULL: a thread of its own */
     const char          *endpoint;           /* NULL: profiles only */
@@ -91,6 +93,15 @@ typedef struct {
      * the exporter. */
     const sp_file_output_fds_t *files;       /* the file endpoint's */
     const sp_symbol_files_t    *symbol_files;/* mapped ELF files */
+
+    /* Run from the exporter's loop (its thread, or conf.loop's) at every
+     * pass, with the monotonic time now: returns the earlier of next and
+     * when it wants to run again. The server's glue hands the control
+     * API's tick here (control_tick.h), so the exporter need not know
+     * the control API. NULL: none. */
+    uint64_t           (*tick)(void *data, struct sp_exporter *e,
+                               uint64_t now, uint64_t next);
+    void                *tick_data;
 } sp_exporter_conf_t;
 
 typedef struct sp_exporter sp_exporter_t;
