@@ -36,10 +36,6 @@
 #include "common/trace/resource.h"
 #include "common/profile/sampler.h"
 
-spanprof_globals_t   spanprof_globals;
-sp_exporter_t       *spanprof_exporter;
-int                  spanprof_export_spans;
-server_rec          *spanprof_main_server;
 
 
 /* ---- configuration -------------------------------------------------------- */
@@ -141,11 +137,6 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 
 
 /* Unset values read as the defaults (spanprof_dir_conf(), in the header). */
-const spanprof_dir_conf_t  spanprof_dir_defaults = {
-    .trace = 0, .context = SPANPROF_CTX_IGNORE, .profiling = 0,
-    .keep = { .flags = SP_KEEP_ALL }
-};
-
 
 /* ---- directive handlers --------------------------------------------------- */
 

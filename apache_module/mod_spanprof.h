@@ -207,13 +207,14 @@ typedef struct {
 
 
 extern module AP_MODULE_DECLARE_DATA spanprof_module;
+
+/* spanprof_process.c: what the process holds, written by the module file
+ * and read by the others. */
 extern spanprof_globals_t  spanprof_globals;
 extern sp_exporter_t      *spanprof_exporter;
 extern int                 spanprof_export_spans;
 extern server_rec         *spanprof_main_server;
 
-
-/* mod_spanprof.c */
 extern const spanprof_dir_conf_t  spanprof_dir_defaults;
 
 /* The request's per-directory settings. Inline: the hooks ask for them

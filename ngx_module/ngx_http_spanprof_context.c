@@ -18,6 +18,13 @@
 #include "common/trace/tracestate.h"
 
 
+/* The worker thread's profile labels (the header's attach/detach). Until
+ * the worker's own slot is known (and in processes that never profile),
+ * binding writes here; profiling's start points it at the slot. */
+static sp_thread_ctx_record_t   *ngx_http_spanprof_no_labels;
+sp_thread_ctx_record_t         **ngx_http_spanprof_labels =
+                                     &ngx_http_spanprof_no_labels;
+
 /* The headers read and written, by kind: the names sent upstream and
  * their lowercase forms. */
 enum {

@@ -36,6 +36,10 @@ static ngx_connection_t  *ngx_http_spanprof_exporter_conns[
                                             NGX_HTTP_SPANPROF_EXPORTER_CONNS];
 static ngx_log_t         *ngx_http_spanprof_exporter_log;
 
+/* The worker's exporter: set by the module's init_process, read by the
+ * span file at a request's end. */
+sp_exporter_t            *ngx_http_spanprof_exporter;
+
 
 void
 ngx_http_spanprof_exporter_loop(ngx_cycle_t *cycle, sp_exporter_loop_t *loop)

@@ -67,7 +67,6 @@ static char *ngx_http_spanprof_profiling_redact(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 
 
-sp_exporter_t  *ngx_http_spanprof_exporter;
 static ngx_flag_t  ngx_http_spanprof_export_spans;
 
 

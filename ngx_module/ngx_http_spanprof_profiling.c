@@ -37,12 +37,6 @@ static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
 
 static ngx_flag_t  ngx_http_spanprof_sampling;
 
-/* Until the worker's own slot is known (and in processes that never
- * profile), binding writes here. */
-static sp_thread_ctx_record_t   *ngx_http_spanprof_no_labels;
-sp_thread_ctx_record_t         **ngx_http_spanprof_labels =
-                                     &ngx_http_spanprof_no_labels;
-
 
 /* ---- which request an event belongs to ------------------------------------ */
 
