@@ -10,7 +10,8 @@
 # A CALL is KIND[:OPTION...], KIND one of
 #   traces:TRACE_ID:SPAN_ID:NAME   an ExportTraceServiceRequest with one
 #                                  SERVER span (service "grpc-client",
-#                                  100 ms, http.route NAME)
+#                                  100 ms, http.route NAME, and 1800
+#                                  bytes of test.padding to compress)
 #   profiles:TRACE_ID:SPAN_ID:FUNC an ExportProfilesServiceRequest: one
 #                                  profile, 10 samples of 1 ms of CPU in
 #                                  main;FUNC, linked to that span
@@ -85,6 +86,11 @@ def traces(trace_id, span_id, name):
     kv = sp.attributes.add()
     kv.key = 'http.route'
     kv.value.string_value = name
+    # Something to compress: grpc sends a message uncompressed when gzip
+    # would not make it smaller.
+    kv = sp.attributes.add()
+    kv.key = 'test.padding'
+    kv.value.string_value = 'spanprof ' * 200
     return req.SerializeToString()
 
 
