@@ -26,7 +26,7 @@ CLI_JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -lja
 CLI_CFLAGS     := $(filter-out -fPIC -mtls-dialect=%,$(CORE_CFLAGS)) \
                   $(CLI_JANSSON_CFLAGS)
 CLI_LIBS       := $(CLI_JANSSON_LIBS) -lprotobuf-c -lz -lm
-SERVE_LIBS     := -lsqlite3 -lmicrohttpd -lpthread
+SERVE_LIBS     := -lsqlite3 -lmicrohttpd -lnghttp2 -lpthread
 CLI_DEPS       := cli/spanprof.h $(CLI_COMMON) $(COMMON_HDRS) $(GEN)/.stamp
 
 CLI_TEST       := $(BUILD)/cli/test_cli
@@ -55,7 +55,8 @@ $(CLI_TEST): cli/test_cli.c $(CLI_LIB_SRCS) t/unit/tap.h $(CLI_DEPS)
 # t/84-t/87).
 SERVE_TEST      := $(BUILD)/cli/test_serve
 SERVE_TEST_SRCS := $(filter-out cli/serve/serve_main.c cli/serve/serve_http.c \
-                     cli/serve/serve_api.c cli/serve/import_dir.c,$(SERVE_SRCS))
+                     cli/serve/serve_api.c cli/serve/import_dir.c \
+                     cli/serve/serve_grpc.c cli/serve/serve_grpc_listen.c,$(SERVE_SRCS))
 $(SERVE_TEST): cli/test_serve.c $(SERVE_TEST_SRCS) $(wildcard cli/serve/*.h) cli/util.c t/unit/tap.h $(CLI_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -mtls-dialect=%,$(UNIT_CFLAGS)) $(CLI_JANSSON_CFLAGS) \

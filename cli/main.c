@@ -29,7 +29,7 @@ static const char  help_intro[] =
 "  diff        a differential flame graph of two time ranges\n"
 "  folded      folded stacks (\"a;b;c 42\") for flamegraph.pl, speedscope...\n"
 "  pprof       a filtered, merged pprof file (go tool pprof, Pyroscope)\n"
-"  serve       receive OTLP and show traces and flame graphs in a browser\n"
+"  serve       receive OTLP (HTTP, gRPC), show traces and flame graphs\n"
 "  help        this text; \"spanprof help COMMAND\" for one command\n"
 "\n"
 "Options may come before or after DIR; \"--opt value\" and \"--opt=value\"\n"

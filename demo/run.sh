@@ -13,10 +13,14 @@
 # Environment: SPANPROF_DEMO_PORT (front port, default 18080; the backend
 # listens on the next one, or SPANPROF_DEMO_BACKEND_PORT), SPANPROF_DEMO_UI
 # (the UI's address, default 127.0.0.1:16686), SPANPROF_DEMO_OTLP_PORT
-# (spanprof serve's OTLP port, default front + 2), SPANPROF_DEMO_EXPORT
-# (serve or file), SPANPROF_DEMO_DIR (default build/demo),
+# (spanprof serve's OTLP/HTTP port, default front + 2),
+# SPANPROF_DEMO_GRPC_PORT (its OTLP/gRPC port, default front + 3),
+# SPANPROF_DEMO_EXPORT (serve or file), SPANPROF_DEMO_DIR (default
+# build/demo),
 # SPANPROF_DEMO_NO_BUILD=1 (skip install-deps and make: for the tests,
-# which build first).
+# which build first). A default port that is taken (another clone's demo
+# still up) is replaced by a free one, and said; a port given in the
+# environment is used as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -29,10 +33,6 @@ fi
 
 spanprof=$repo/build/cli/spanprof
 demo=${SPANPROF_DEMO_DIR:-$repo/build/demo}
-port=${SPANPROF_DEMO_PORT:-18080}
-backend=${SPANPROF_DEMO_BACKEND_PORT:-$((port + 1))}
-otlp=${SPANPROF_DEMO_OTLP_PORT:-$((port + 2))}
-ui=${SPANPROF_DEMO_UI:-127.0.0.1:16686}
 export_to=${SPANPROF_DEMO_EXPORT:-serve}
 case $export_to in
     serve|file) ;;
@@ -50,10 +50,63 @@ case $demo in
     *)         show=$demo ;;
 esac
 
-# A spanprof serve left by an earlier run of the demo.
+# A spanprof serve left by an earlier run of the demo (in this clone, or
+# with this SPANPROF_DEMO_DIR): its ports are ours again.
 if [ -f "$demo/serve.pid" ]; then
     kill "$(cat "$demo/serve.pid")" 2>/dev/null || true
     sleep 0.5
+fi
+
+# 0 when nothing holds 127.0.0.1:$1 (a bind succeeds).
+port_free() {
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+}
+
+# A port the kernel has free now, not one picked already.
+picked=" "
+free_port() {
+    local p
+    while :; do
+        p=$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+        case $picked in *" $p "*) continue ;; esac
+        picked="$picked$p "
+        echo "$p"
+        return
+    done
+}
+
+# The port named $1 (for the message): $2 when given in the environment
+# ($3 = 1), else $2 if free, else a free one.
+choose_port() {
+    local what=$1 p=$2 given=$3 q
+    if [ "$given" = 1 ] || { port_free "$p" && case $picked in *" $p "*) false ;; *) true ;; esac; }; then
+        picked="$picked$p "
+        echo "$p"
+        return
+    fi
+    q=$(free_port)
+    echo "== 127.0.0.1:$p ($what) is in use (another demo?): using 127.0.0.1:$q" >&2
+    echo "$q"
+}
+
+given() { [ -n "${1:-}" ] && echo 1 || echo 0; }
+port=$(choose_port "front" "${SPANPROF_DEMO_PORT:-18080}" "$(given "${SPANPROF_DEMO_PORT:-}")")
+backend=$(choose_port "backend" "${SPANPROF_DEMO_BACKEND_PORT:-$((port + 1))}" \
+          "$(given "${SPANPROF_DEMO_BACKEND_PORT:-}")")
+otlp=$(choose_port "OTLP/HTTP" "${SPANPROF_DEMO_OTLP_PORT:-$((port + 2))}" \
+       "$(given "${SPANPROF_DEMO_OTLP_PORT:-}")")
+grpc=$(choose_port "OTLP/gRPC" "${SPANPROF_DEMO_GRPC_PORT:-$((port + 3))}" \
+       "$(given "${SPANPROF_DEMO_GRPC_PORT:-}")")
+if [ -n "${SPANPROF_DEMO_UI:-}" ]; then
+    ui=$SPANPROF_DEMO_UI
+else
+    ui=127.0.0.1:$(choose_port "web UI" 16686 0)
 fi
 rm -rf "$demo"
 mkdir -p "$demo/tmp"
@@ -63,8 +116,8 @@ mkdir -p "$demo/tmp"
 chmod 0777 "$demo/tmp"
 
 if [ "$export_to" = serve ]; then
-    "$spanprof" serve --otlp "127.0.0.1:$otlp" --ui "$ui" \
-        --data "$demo/serve" > "$demo/serve.log" 2>&1 &
+    "$spanprof" serve --otlp "127.0.0.1:$otlp" --otlp-grpc "127.0.0.1:$grpc" \
+        --ui "$ui" --data "$demo/serve" > "$demo/serve.log" 2>&1 &
     echo $! > "$demo/serve.pid"
     for _ in $(seq 1 50); do
         grep -q "UI on" "$demo/serve.log" 2>/dev/null && break

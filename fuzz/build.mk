@@ -19,15 +19,16 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
                 -g -O1 -fno-omit-frame-pointer -I. -I$(GEN) $(FUZZ_SAN)
 FUZZ_LIBS    := $(CLI_JANSSON_LIBS) -lprotobuf-c -lcurl -lz -lunwind \
-                -lsqlite3 -lpthread -lm
+                -lsqlite3 -lnghttp2 -lpthread -lm
 
 FUZZ_SRCS    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 
-# spanprof serve: only its parsers (the rest needs SQLite and an HTTP server).
+# spanprof serve: its parsers and its gRPC connection (not its listeners).
 FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS) cli/serve/otlp_json_decode.c \
                  cli/serve/otlp_ingest.c cli/serve/store.c cli/serve/json_out.c \
+                 cli/serve/serve_grpc.c cli/serve/otlp_reply.c \
                  cli/serve/attrs_json.c cli/serve/attr_keys.c
 FUZZ_SRC_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_GEN_OBJS := $(patsubst $(GEN)/%.c,$(FUZZ_BUILD)/obj/gen/%.o,$(GEN_SRCS))

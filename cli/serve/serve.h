@@ -2,11 +2,13 @@
 #define SERVE_SERVE_H
 
 /* spanprof serve: one process that receives what the modules export over
- * OTLP/HTTP, stores it (store.h) and serves it: a JSON API under /api/ and
- * the web UI. Two listeners (libmicrohttpd, a thread each): --otlp for the
- * exporters, --ui for browsers and scripts; one lock serializes the
- * store. */
+ * OTLP/HTTP and OTLP/gRPC, stores it (store.h) and serves it: a JSON API
+ * under /api/ and the web UI. Three listeners, a thread each: --otlp
+ * (libmicrohttpd) and --otlp-grpc (libnghttp2, serve_grpc.h) for the
+ * exporters, --ui (libmicrohttpd) for browsers and scripts; one lock
+ * serializes the store and the counters. */
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -16,6 +18,7 @@
 
 typedef struct {
     const char   *otlp_addr;        /* "127.0.0.1:4318" */
+    const char   *grpc_addr;        /* "127.0.0.1:4317"; NULL: off */
     const char   *ui_addr;          /* "127.0.0.1:16686" */
     const char   *data_dir;
     const char   *token;            /* NULL: none (local UI only) */
@@ -29,6 +32,17 @@ typedef struct {
     uint64_t  otlp_bad_requests;    /* 400: not the message, bad gzip */
     uint64_t  otlp_too_large;       /* 413 */
     uint64_t  otlp_unsupported;     /* 404, 405, 415 */
+    /* OTLP/gRPC: calls by outcome (grpc_requests: the Export calls that
+     * reached the message, as otlp_requests), and connections. */
+    uint64_t  grpc_requests;
+    uint64_t  grpc_bad_requests;    /* INVALID_ARGUMENT, INTERNAL */
+    uint64_t  grpc_too_large;       /* RESOURCE_EXHAUSTED */
+    uint64_t  grpc_unsupported;     /* UNIMPLEMENTED, HTTP 405/415 */
+    uint64_t  grpc_unavailable;     /* UNAVAILABLE: store failed, overload */
+    uint64_t  grpc_connections;     /* accepted */
+    uint64_t  grpc_connections_refused;  /* over the connection limit */
+    uint64_t  grpc_protocol_errors; /* connections closed on bad HTTP/2 */
+    uint64_t  grpc_idle_closed;     /* connections closed when idle */
     uint64_t  spans_accepted, spans_rejected;
     uint64_t  profiles_accepted, profiles_rejected;
     uint64_t  api_requests;
@@ -47,6 +61,9 @@ typedef struct {
 /* Starts both listeners; 0, or -1 with err set. */
 int serve_http_start(serve_t *sv, char *err, size_t errlen);
 void serve_http_stop(void);
+
+/* "IPV4:PORT" ("localhost:PORT" too); 0, or -1 when invalid. */
+int serve_parse_addr(const char *s, struct sockaddr_in *sa);
 
 /* --- serve_api.c: /api/ and the UI's pages ------------------------------- */
 

@@ -331,6 +331,12 @@ api_stats(serve_t *sv, serve_reply_t *r)
     sp_buf_appendf(&r->body,
         "{\"otlp_requests\":%" PRIu64 ",\"otlp_bad_requests\":%" PRIu64
         ",\"otlp_too_large\":%" PRIu64 ",\"otlp_unsupported\":%" PRIu64
+        ",\"grpc_requests\":%" PRIu64 ",\"grpc_bad_requests\":%" PRIu64
+        ",\"grpc_too_large\":%" PRIu64 ",\"grpc_unsupported\":%" PRIu64
+        ",\"grpc_unavailable\":%" PRIu64 ",\"grpc_connections\":%" PRIu64
+        ",\"grpc_connections_refused\":%" PRIu64
+        ",\"grpc_protocol_errors\":%" PRIu64
+        ",\"grpc_idle_closed\":%" PRIu64
         ",\"spans_accepted\":%" PRIu64 ",\"spans_rejected\":%" PRIu64
         ",\"profiles_accepted\":%" PRIu64 ",\"profiles_rejected\":%" PRIu64
         ",\"api_requests\":%" PRIu64 ",\"api_unauthorized\":%" PRIu64
@@ -339,7 +345,11 @@ api_stats(serve_t *sv, serve_reply_t *r)
         ",\"batches_failed\":%" PRIu64 ",\"rows_lost\":%" PRIu64
         ",\"database_bytes\":%" PRId64 "}",
         c->otlp_requests, c->otlp_bad_requests, c->otlp_too_large,
-        c->otlp_unsupported, c->spans_accepted, c->spans_rejected,
+        c->otlp_unsupported, c->grpc_requests, c->grpc_bad_requests,
+        c->grpc_too_large, c->grpc_unsupported, c->grpc_unavailable,
+        c->grpc_connections, c->grpc_connections_refused,
+        c->grpc_protocol_errors, c->grpc_idle_closed, c->spans_accepted,
+        c->spans_rejected,
         c->profiles_accepted, c->profiles_rejected, c->api_requests,
         c->api_unauthorized, st.spans_stored, st.samples_stored,
         st.spans_deleted, st.samples_deleted, st.batches_failed,

@@ -9,6 +9,7 @@
 
 #include "cli/serve/json_out.h"
 #include "cli/serve/otlp_ingest.h"
+#include "cli/serve/otlp_reply.h"
 #include "cli/serve/serve.h"
 #include "cli/spanprof.h"
 
@@ -91,35 +92,6 @@ request_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* --- OTLP/HTTP ------------------------------------------------------------- */
-
-/* An Export*ServiceResponse: empty, or partial_success (field 1) with
- * rejected (field 1, varint) and error_message (field 2). */
-static void
-partial_success(sp_buf_t *out, uint64_t rejected, const char *msg)
-{
-    uint8_t   inner[128];
-    size_t    n = 0, ml = strlen(msg);
-    uint64_t  v = rejected;
-
-    if (rejected == 0) {
-        return;
-    }
-    if (ml > 100) {
-        ml = 100;       /* keeps every length a one-byte varint */
-    }
-    inner[n++] = 0x08;
-    do {
-        inner[n++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v != 0);
-    inner[n++] = 0x12;
-    inner[n++] = (uint8_t) ml;
-    memcpy(inner + n, msg, ml);
-    n += ml;
-    sp_buf_append_char(out, 0x0a);
-    sp_buf_append_char(out, (char) n);      /* n < 128 */
-    sp_buf_append(out, inner, n);
-}
 
 static enum MHD_Result
 otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -240,7 +212,7 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
         }
         sp_buf_append_str(&resp, "}");
     } else {
-        partial_success(&resp, r.rejected, r.error);
+        serve_otlp_partial_success(&resp, r.rejected, r.error);
     }
     ret = reply(c, 200, json ? "application/json" : "application/x-protobuf",
                 resp.data ? (const void *) resp.data : "",
@@ -312,8 +284,8 @@ ui_handler(void *cls, struct MHD_Connection *c, const char *url,
 
 /* --- listeners ------------------------------------------------------------- */
 
-static int
-parse_addr(const char *s, struct sockaddr_in *sa)
+int
+serve_parse_addr(const char *s, struct sockaddr_in *sa)
 {
     const char  *colon = strrchr(s, ':');
     char         host[64];
@@ -345,7 +317,7 @@ listen_on(const char *addr, MHD_AccessHandlerCallback h, serve_t *sv,
     struct sockaddr_in   sa;
     struct MHD_Daemon   *d;
 
-    if (parse_addr(addr, &sa) != 0) {
+    if (serve_parse_addr(addr, &sa) != 0) {
         snprintf(err, errlen, "invalid address \"%s\": expected "
                  "IPV4:PORT", addr);
         return NULL;

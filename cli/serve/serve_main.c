@@ -8,16 +8,22 @@
 #include <unistd.h>
 
 #include "cli/serve/serve.h"
+#include "cli/serve/serve_grpc.h"
 #include "cli/spanprof.h"
 
 static const char  help_serve[] =
-"spanprof serve [--otlp ADDR] [--ui ADDR] [--data DIR] [--retention AGE]\n"
-"               [--max-size SIZE] [--token TOKEN] [--import DIR]\n"
+"spanprof serve [--otlp ADDR] [--otlp-grpc ADDR] [--ui ADDR] [--data DIR]\n"
+"               [--retention AGE] [--max-size SIZE] [--token TOKEN]\n"
+"               [--import DIR]\n"
 "  One process that receives what the modules export and shows it in a\n"
 "  browser: an OTLP/HTTP receiver (POST /v1/traces and\n"
-"  /v1development/profiles, protobuf, gzip or not) storing spans and CPU\n"
-"  samples in SQLite, and a web UI with its JSON API under /api/.\n"
-"    --otlp ADDR       the OTLP listener (default 127.0.0.1:4318)\n"
+"  /v1development/profiles, protobuf or JSON, gzip or not) and an\n"
+"  OTLP/gRPC one (TraceService/Export, ProfilesService/Export, h2c, gzip\n"
+"  or not) storing spans and CPU samples in SQLite, and a web UI with its\n"
+"  JSON API under /api/.\n"
+"    --otlp ADDR       the OTLP/HTTP listener (default 127.0.0.1:4318)\n"
+"    --otlp-grpc ADDR  the OTLP/gRPC listener (default 127.0.0.1:4317;\n"
+"                      off: none)\n"
 "    --ui ADDR         the UI and API listener (default 127.0.0.1:16686)\n"
 "    --data DIR        where spanprof.db lives (default ./spanprof-data,\n"
 "                      created)\n"
@@ -100,6 +106,7 @@ cli_serve_main(int argc, char **argv)
 
     memset(&sv, 0, sizeof(sv));
     sv.conf.otlp_addr = "127.0.0.1:4318";
+    sv.conf.grpc_addr = "127.0.0.1:4317";
     sv.conf.ui_addr = "127.0.0.1:16686";
     sv.conf.data_dir = "spanprof-data";
     sv.conf.retention_ns = 24 * 3600000000000LL;
@@ -127,6 +134,8 @@ cli_serve_main(int argc, char **argv)
                    && (o[strlen(name)] == '\0' || o[strlen(name)] == '='))
         if (IS("--otlp")) {
             sv.conf.otlp_addr = v;
+        } else if (IS("--otlp-grpc")) {
+            sv.conf.grpc_addr = *v && strcmp(v, "off") != 0 ? v : NULL;
         } else if (IS("--ui")) {
             sv.conf.ui_addr = v;
         } else if (IS("--data")) {
@@ -184,9 +193,16 @@ cli_serve_main(int argc, char **argv)
         serve_store_close(sv.store);
         cli_die("serve: %s", err);
     }
+    if (serve_grpc_start(&sv, err, sizeof(err)) != 0) {
+        serve_http_stop();
+        serve_store_close(sv.store);
+        cli_die("serve: %s", err);
+    }
     printf("spanprof serve: OTLP on http://%s (/v1/traces, "
-           "/v1development/profiles), UI on http://%s/%s%s, data in "
-           "%s/spanprof.db\n", sv.conf.otlp_addr, sv.conf.ui_addr,
+           "/v1development/profiles), OTLP/gRPC on %s%s, UI on "
+           "http://%s/%s%s, data in %s/spanprof.db\n", sv.conf.otlp_addr,
+           sv.conf.grpc_addr ? "http://" : "",
+           sv.conf.grpc_addr ? sv.conf.grpc_addr : "off", sv.conf.ui_addr,
            sv.conf.token ? "?token=" : "", sv.conf.token ? sv.conf.token : "",
            sv.conf.data_dir);
     fflush(stdout);
@@ -211,6 +227,7 @@ cli_serve_main(int argc, char **argv)
             pthread_mutex_unlock(&sv.lock);
         }
     }
+    serve_grpc_stop();
     serve_http_stop();
     serve_store_close(sv.store);
     fprintf(stderr, "spanprof serve: stopped\n");

@@ -3,6 +3,7 @@ package SpanProf::Serve;
 # database in a temporary directory, stopped at the end of the test.
 #   my $sv = start_serve(%opts);       # extra => [ '--retention', '1h' ]
 #   $sv->otlp_url                      # http://127.0.0.1:P (an endpoint)
+#   $sv->grpc_port                     # its OTLP/gRPC port
 #   $sv->api('/api/traces', order => 'slowest')  # decoded JSON, dies on non-2xx
 #   $sv->get('/api/x')                 # {status, headers, content}
 #   $sv->stop; $sv->kill9; $sv->restart
@@ -25,6 +26,7 @@ sub start_serve {
     my (%o) = @_;
     my $self = bless {
         otlp_port => free_port(), ui_port => free_port(),
+        grpc_port => free_port(),
         dir => $o{dir} // tempdir('spanprof-serve-XXXXXX', TMPDIR => 1,
                                   CLEANUP => !$ENV{SPANPROF_KEEP}),
         extra => $o{extra} || [], token => $o{token},
@@ -37,6 +39,7 @@ sub start_serve {
 sub _spawn {
     my ($self) = @_;
     my @cmd = (serve_bin(), 'serve', '--otlp', "127.0.0.1:$self->{otlp_port}",
+        '--otlp-grpc', "127.0.0.1:$self->{grpc_port}",
         '--ui', "127.0.0.1:$self->{ui_port}", '--data', "$self->{dir}/data",
         (defined $self->{token} ? ('--token', $self->{token}) : ()),
         @{ $self->{extra} });
@@ -66,6 +69,7 @@ sub log {
 
 sub otlp_url { "http://127.0.0.1:$_[0]{otlp_port}" }
 sub ui_url   { "http://127.0.0.1:$_[0]{ui_port}" }
+sub grpc_port { $_[0]{grpc_port} }
 sub dir      { $_[0]{dir} }
 sub pid      { $_[0]{pid} }
 
