@@ -46,7 +46,13 @@ in the repository).
 
 =item SPANPROF_NGINX
 
-nginx binary (default F</usr/sbin/nginx>).
+nginx binary (default F</usr/sbin/nginx>). Another nginx (built from
+nginx.org's sources, docs/compatibility.md) needs the modules built in its
+own tree: SPANPROF_NGX_MODULE and SPANPROF_NGX_BURN_MODULE.
+
+=item SPANPROF_NGX_BURN_MODULE
+
+Path of the test-only burn module (default: burn_module_path() below).
 
 =item SPANPROF_SERVER_PRELOAD
 
@@ -395,7 +401,24 @@ my %PORTS_GIVEN;
 
 sub repo_root   { $ROOT }
 sub module_path { $ENV{SPANPROF_NGX_MODULE} || "$ROOT/build/nginx/ngx_http_spanprof_module.so" }
-sub burn_module_path { "$ROOT/build/nginx/ngx_http_spanprof_burn_module.so" }
+sub burn_module_path { $ENV{SPANPROF_NGX_BURN_MODULE} || "$ROOT/build/nginx/ngx_http_spanprof_burn_module.so" }
+
+# The version of the nginx under test ("1.22.1"), and whether it is at least
+# $v: for what nginx itself changed between versions (not the module).
+my $NGINX_VERSION;
+sub nginx_version {
+    ($NGINX_VERSION) = `$NGINX -v 2>&1` =~ m{nginx/(\d+\.\d+\.\d+)} unless defined $NGINX_VERSION;
+    return $NGINX_VERSION // '0.0.0';
+}
+sub nginx_version_at_least {
+    my @have = split /\./, nginx_version();
+    my @want = split /\./, shift;
+    for my $i (0 .. 2) {
+        return $have[$i] > $want[$i] if $have[$i] != $want[$i];
+    }
+    return 1;
+}
+push @EXPORT, qw(nginx_version nginx_version_at_least);
 
 sub need_burn_module {
     my $m = burn_module_path();
