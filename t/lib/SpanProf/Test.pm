@@ -42,7 +42,7 @@ them always.
 =item SPANPROF_NGX_MODULE
 
 Path of the module to load (default: F<build/nginx/ngx_http_spanprof_module.so>
-in the repository).
+in the repository), or C<static> for an nginx built with C<--add-module>.
 
 =item SPANPROF_NGINX
 
@@ -438,7 +438,7 @@ sub _failing {
 }
 
 sub need_module {
-    return 1 if $STRIP;
+    return 1 if $STRIP || module_path() eq 'static';
     my $m = module_path();
     return 1 if -f $m;
     my $msg = "module not built: $m (run `make nginx`)";
@@ -667,7 +667,9 @@ sub _strip_otel {
 sub _build_conf {
     my ($self, %o) = @_;
     my $p = $self->{prefix};
-    my $module = (exists $o{module} && !$o{module}) ? '' : 'load_module ' . module_path() . ";\n";
+    # SPANPROF_NGX_MODULE=static: the nginx under test has it built in.
+    my $module = ((exists $o{module} && !$o{module}) || module_path() eq 'static') ? ''
+               : 'load_module ' . module_path() . ";\n";
     my $workers = $o{workers} // 1;
     my $main = $o{main} // '';
     my $http = $o{conf} // die "start_nginx: conf => text is required";
