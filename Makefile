@@ -66,7 +66,7 @@ nginx: $(NGX_BUILD)/Makefile
 # has not: docs/compatibility.md says how it was checked.)
 COMPAT          := $(BUILD)/compat
 COMPAT_VARIANTS := gcc clang
-COMPAT_OPTS_gcc    := --add-dynamic-module=$(CURDIR)
+COMPAT_OPTS_gcc    := --with-cc=gcc --add-dynamic-module=$(CURDIR)
 COMPAT_OPTS_clang  := --with-cc=clang --add-dynamic-module=$(CURDIR)
 
 .PHONY: build-compat
