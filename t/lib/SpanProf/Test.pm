@@ -104,6 +104,13 @@ The module .so that start_nginx() loads.
 Call before planning: C<plan skip_all> when module_path() does not exist
 (BAIL_OUT under SPANPROF_REQUIRE_MODULE=1).
 
+=item nginx_version(), nginx_version_at_least($v)
+
+The version of the nginx under test (C<nginx -v>, e.g. "1.22.1"), and
+whether it is at least $v: for tests that see what nginx itself changed
+between versions (repeated headers joined in 1.23, upstream HTTP/1.1 by
+default in 1.29.7), never for the module's own behaviour.
+
 =item burn_module_path(), need_burn_module()
 
 The test-only module built by C<make nginx> from t/ngx_burn
