@@ -58,6 +58,32 @@ $(NGX_BUILD)/Makefile: config t/ngx_burn/config $(COMMON_SRCS) $(wildcard ngx_mo
 nginx: $(NGX_BUILD)/Makefile
 	$(MAKE) -C $(NGX_TREE) -f $(abspath $(NGX_BUILD))/Makefile modules
 
+# --- build check in nginx's own configuration (CI: make -j2 build-compat) --
+# Debian's nginx source configured as a user configures nginx.org's: nginx's
+# default flags (-O -W... -Werror), the relative objs/ build directory; the
+# dynamic module with gcc and with clang. Only the module is compiled. (The
+# static --add-module build needs nginx's .c files, which Debian's tree
+# has not: docs/compatibility.md says how it was checked.)
+COMPAT          := $(BUILD)/compat
+COMPAT_VARIANTS := gcc clang
+COMPAT_OPTS_gcc    := --with-cc=gcc --add-dynamic-module=$(CURDIR)
+COMPAT_OPTS_clang  := --with-cc=clang --add-dynamic-module=$(CURDIR)
+
+.PHONY: build-compat
+build-compat: $(foreach v,$(COMPAT_VARIANTS),$(COMPAT)/$(v)/.built)
+
+$(COMPAT)/%/.built: config $(COMMON_SRCS) $(COMMON_HDRS) $(wildcard ngx_module/*.[ch]) $(addprefix proto/,$(PROTOS))
+	rm -rf $(COMPAT)/$* && mkdir -p $(COMPAT) && cp -r $(NGX_SRC) $(COMPAT)/$*
+	cd $(COMPAT)/$* && ./configure --with-compat $(COMPAT_OPTS_$*) \
+	    >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
+	$(MAKE) -C $(COMPAT)/$* -f objs/Makefile modules >$(COMPAT)/$*.log 2>&1 \
+	    || { tail -40 $(COMPAT)/$*.log; exit 1; }
+	@# --with-compat: Debian's nginx loads it (its libraries resolve too).
+	printf 'load_module %s;\npid nginx.pid;\nevents {}\nhttp { access_log off; }\n' \
+	    $(abspath $(COMPAT)/$*/objs/ngx_http_spanprof_module.so) >$(COMPAT)/$*/load.conf
+	/usr/sbin/nginx -t -q -e stderr -p $(abspath $(COMPAT)/$*)/ -c load.conf
+	touch $@
+
 # --- C unit tests for common/ (TAP, run by prove) ---------------------------
 # common/ and the generated sources are compiled once with the sanitizers
 # and every test links all of them (compiling them per test was most of a

@@ -133,6 +133,13 @@ ngx_http_spanprof_protocol(ngx_http_request_t *r, sp_span_t *s)
     case NGX_HTTP_VERSION_20:
         v = "2";
         break;
+#ifdef NGX_HTTP_VERSION_30
+    /* nginx 1.25+ (--with-http_v3_module); a QUIC stream's connection
+     * carries the client's address, copied from the QUIC connection. */
+    case NGX_HTTP_VERSION_30:
+        v = "3";
+        break;
+#endif
     default:
         return;
     }

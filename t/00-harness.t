@@ -245,20 +245,22 @@ EOF
     is scalar @w, 1, 'one worker';
     ok -d $n->prefix . '/otel' && ((stat $n->prefix . '/otel')[2] & 0777) == 0777, 'dirs created with mode 0777';
     ok $n->port != $n->port2 && $n->port2 != $n->port3 && $n->port != $n->port3, 'three distinct ports';
+    # Upstream requests: nginx 1.29.7 made HTTP/1.1 proxy_http_version's default.
+    my $up = nginx_version_at_least('1.29.7') ? 'HTTP/1.1' : 'HTTP/1.0';
     my $r = http_get($n->port, '/x', headers => { traceparent => 'abc', tracestate => 'k=v' });
     is $r->{status}, 200, 'proxied GET';
-    is $r->{content}, "tp=abc ts=k=v ua=spanprof-test/1.0 proto=HTTP/1.0\n", 'echo backend';
+    is $r->{content}, "tp=abc ts=k=v ua=spanprof-test/1.0 proto=$up\n", 'echo backend';
     is http_get($n->port, '/prefix')->{content}, $n->prefix . "\n", '%%PREFIX%% replaced';
     my $p = http_request('POST', $n->port, '/post', content => 'hello');
     is $p->{status}, 200, 'POST with body';
     my ($raw, $lport) = raw_request($n->port, "GET /\r\n");
-    is $raw, "tp= ts= ua= proto=HTTP/1.0\n", 'HTTP/0.9 request: body only';
+    is $raw, "tp= ts= ua= proto=$up\n", 'HTTP/0.9 request: body only';
     ok $lport > 0, 'raw_request returns the local port';
     my $h2 = curl_h2($n->port3, '/h2?x=1', 'traceparent: t2', 'user-agent: ua2');
     is $h2->{exit}, 0, 'curl exit 0';
     is $h2->{version}, '2', 'HTTP/2 response';
     is $h2->{status}, 200, 'h2 status';
-    is $h2->{content}, "tp=t2 ts= ua=ua2 proto=HTTP/1.0\n", 'h2 body';
+    is $h2->{content}, "tp=t2 ts= ua=ua2 proto=$up\n", 'h2 body';
     like $n->error_log, qr/start worker process/, 'error log readable';
     is scalar($n->crash_lines), 0, 'no crash lines';
     ok $n->rss_kb($w[0]) > 0, 'rss_kb';

@@ -98,8 +98,8 @@ END {
 # nginx as its example has it: daemon, its own master; -p/-e/-g only say
 # where its pid and logs go.
 my $rc = system('unshare', '-m', 'sh', '-c',
-    'mount --bind "$0/hosts" /etc/hosts && exec /usr/sbin/nginx -p "$0/" -c "$0/nginx.conf" -e "$0/error.log" -g "pid $0/nginx.pid;"',
-    $dir);
+    'mount --bind "$0/hosts" /etc/hosts && exec "$1" -p "$0/" -c "$0/nginx.conf" -e "$0/error.log" -g "pid $0/nginx.pid;"',
+    $dir, $ENV{SPANPROF_NGINX} || '/usr/sbin/nginx');
 is $rc, 0, 'nginx starts with the example configuration' or diag `cat $dir/error.log`;
 $master = wait_until(10, sub { my $t = `cat $dir/nginx.pid 2>/dev/null`; $t =~ /(\d+)/ ? $1 : 0 });
 

@@ -679,6 +679,9 @@ sub invalid_forms {
         ['garbage'                    => 'not a traceparent'],
         ['empty'                      => ''],
         ['two traceparent headers'    => ["00-$T-$P-01", "00-$T2-$P2-01"]],
+        # httpd joins the lines with ", ": invalid as in nginx, which counts them.
+        ['two traceparent headers, a future version first' => ["cc-$T-$P-01-x", "00-$T2-$P2-01"]],
+        ['two traceparent values joined on one line'       => "cc-$T-$P-01-x, 00-$T2-$P2-01"],
     );
     my @valid = (
         ['valid version 00'                 => "00-$T-$P-01"],

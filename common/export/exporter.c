@@ -367,7 +367,7 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     sp_exporter_t  *e = ud;
     batch_t        *b = &e->batches[e->head];
     uint64_t        now = sp_mono_ns(), delay = 0;
-    int64_t         rejected;
+    int64_t         rejected = 0;       /* as with no body */
     int             stopping = atomic_load(&e->stopping);
     char            msg[256], answer[320];
 
@@ -407,8 +407,6 @@ traces_posted(void *ud, const sp_http_response_t *resp)
                         "that is not an ExportTraceServiceResponse",
                         e->url, resp->status);
             }
-        } else if (resp->body.len == 0) {
-            rejected = 0;
         }
         if (rejected > (int64_t) b->nspans) {
             /* A collector cannot reject more than it was sent: the

@@ -175,7 +175,7 @@ sp_grpc_retry_info(const char *b64, size_t len, uint64_t *delay_ms)
 {
     uint8_t   stack[512], *buf = stack;
     long      n;
-    rd_t      r, sub, any, value;
+    rd_t      r, sub, any, value = { 0 };   /* read only when has_value */
     unsigned  num, wt;
     uint64_t  v;
     int       rc, found = 0, is_retry_info, has_value;

@@ -79,7 +79,8 @@ put_string(const char *str, size_t len, sp_buf_t *out)
 {
     static const char hex[] = "0123456789abcdef";
     const uint8_t *s = (const uint8_t *) str;
-    size_t         i = 0, run = 0, n, bad;
+    /* bad is set whenever utf8_seq() returns 0; gcc -O cannot see it. */
+    size_t         i = 0, run = 0, n, bad = 1;
     char           esc[6];
 
     sp_buf_append_char(out, '"');

@@ -2,6 +2,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/trace/ids.h"
 #include "common/trace/traceparent.h"
@@ -45,6 +46,14 @@ sp_traceparent_parse(const char *s, size_t len, sp_traceparent_t *out)
         /* Version 00 is exactly 55 chars; a higher version may only carry
          * more fields after another '-'. */
         if (tp.version == 0x00 || s[SP_TRACEPARENT_LEN] != '-') {
+            return -1;
+        }
+        /* ',' is how HTTP joins repeated field lines (RFC 9110 5.3; httpd
+         * and proxies do): a value that may be two traceparent headers is
+         * invalid, as two headers are. */
+        if (memchr(s + SP_TRACEPARENT_LEN, ',', len - SP_TRACEPARENT_LEN)
+            != NULL)
+        {
             return -1;
         }
     }

@@ -48,6 +48,9 @@ static const tp_case_t cases[] = {
       "v01 extra data after '_'" },
     { "00-" TRACE "-" PARENT "-01-whatever", -1, 0, 0,
       "v00 with suffix" },
+    { "01-" TRACE "-" PARENT "-01-x, 00-" TRACE "-" PARENT "-01", -1, 0, 0,
+      "v01 and v00 joined with ', ' (two header lines)" },
+    { "01-" TRACE "-" PARENT "-01-a,b", -1, 0, 0, "v01 suffix with ','" },
 
     /* uppercase hex in each field */
     { "00-4BF92F3577B34DA6A3CE929D0E0E4736-" PARENT "-01", -1, 0, 0,

@@ -42,11 +42,17 @@ them always.
 =item SPANPROF_NGX_MODULE
 
 Path of the module to load (default: F<build/nginx/ngx_http_spanprof_module.so>
-in the repository).
+in the repository), or C<static> for an nginx built with C<--add-module>.
 
 =item SPANPROF_NGINX
 
-nginx binary (default F</usr/sbin/nginx>).
+nginx binary (default F</usr/sbin/nginx>). Another nginx (built from
+nginx.org's sources, docs/compatibility.md) needs the modules built in its
+own tree: SPANPROF_NGX_MODULE and SPANPROF_NGX_BURN_MODULE.
+
+=item SPANPROF_NGX_BURN_MODULE
+
+Path of the test-only burn module (default: burn_module_path() below).
 
 =item SPANPROF_SERVER_PRELOAD
 
@@ -97,6 +103,13 @@ The module .so that start_nginx() loads.
 
 Call before planning: C<plan skip_all> when module_path() does not exist
 (BAIL_OUT under SPANPROF_REQUIRE_MODULE=1).
+
+=item nginx_version(), nginx_version_at_least($v)
+
+The version of the nginx under test (C<nginx -v>, e.g. "1.22.1"), and
+whether it is at least $v: for tests that see what nginx itself changed
+between versions (repeated headers joined in 1.23, upstream HTTP/1.1 by
+default in 1.29.7), never for the module's own behaviour.
 
 =item burn_module_path(), need_burn_module()
 
@@ -395,7 +408,24 @@ my %PORTS_GIVEN;
 
 sub repo_root   { $ROOT }
 sub module_path { $ENV{SPANPROF_NGX_MODULE} || "$ROOT/build/nginx/ngx_http_spanprof_module.so" }
-sub burn_module_path { "$ROOT/build/nginx/ngx_http_spanprof_burn_module.so" }
+sub burn_module_path { $ENV{SPANPROF_NGX_BURN_MODULE} || "$ROOT/build/nginx/ngx_http_spanprof_burn_module.so" }
+
+# The version of the nginx under test ("1.22.1"), and whether it is at least
+# $v: for what nginx itself changed between versions (not the module).
+my $NGINX_VERSION;
+sub nginx_version {
+    ($NGINX_VERSION) = `$NGINX -v 2>&1` =~ m{nginx/(\d+\.\d+\.\d+)} unless defined $NGINX_VERSION;
+    return $NGINX_VERSION // '0.0.0';
+}
+sub nginx_version_at_least {
+    my @have = split /\./, nginx_version();
+    my @want = split /\./, shift;
+    for my $i (0 .. 2) {
+        return $have[$i] > $want[$i] if $have[$i] != $want[$i];
+    }
+    return 1;
+}
+push @EXPORT, qw(nginx_version nginx_version_at_least);
 
 sub need_burn_module {
     my $m = burn_module_path();
@@ -415,7 +445,7 @@ sub _failing {
 }
 
 sub need_module {
-    return 1 if $STRIP;
+    return 1 if $STRIP || module_path() eq 'static';
     my $m = module_path();
     return 1 if -f $m;
     my $msg = "module not built: $m (run `make nginx`)";
@@ -644,7 +674,9 @@ sub _strip_otel {
 sub _build_conf {
     my ($self, %o) = @_;
     my $p = $self->{prefix};
-    my $module = (exists $o{module} && !$o{module}) ? '' : 'load_module ' . module_path() . ";\n";
+    # SPANPROF_NGX_MODULE=static: the nginx under test has it built in.
+    my $module = ((exists $o{module} && !$o{module}) || module_path() eq 'static') ? ''
+               : 'load_module ' . module_path() . ";\n";
     my $workers = $o{workers} // 1;
     my $main = $o{main} // '';
     my $http = $o{conf} // die "start_nginx: conf => text is required";
