@@ -85,6 +85,7 @@ unit: $(UNIT_BINS)
 -include bench/build.mk
 -include fuzz/build.mk
 -include sanitize.mk
+-include t/unit/alloc.mk
 
 all: $(ALL)
 

@@ -421,7 +421,16 @@ patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rela,
     void        **slot, *cur;
     patch_t      *p;
     const char   *name;
-    uintptr_t     base = info->dlpi_addr;
+    uintptr_t     base = info->dlpi_addr, span = 0;
+    int           ph;
+
+    for (ph = 0; ph < info->dlpi_phnum; ph++) {
+        if (info->dlpi_phdr[ph].p_type == PT_LOAD
+            && info->dlpi_phdr[ph].p_vaddr + info->dlpi_phdr[ph].p_memsz > span)
+        {
+            span = info->dlpi_phdr[ph].p_vaddr + info->dlpi_phdr[ph].p_memsz;
+        }
+    }
 
     for (i = 0; i < size / sizeof(ElfW(Rela)); i++) {
         unsigned long  type = ELF64_R_TYPE(rela[i].r_info);
@@ -450,8 +459,9 @@ patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rela,
             }
             continue;
         }
-        if (base != 0 && (uintptr_t) cur < base) {
-            /* Not relocated yet: the loader is still at it. */
+        if (base != 0 && (uintptr_t) cur < span) {
+            /* Not relocated yet (a link-time offset, or 0): the loader is
+             * still at it. */
             atomic_fetch_add(&n_deferred, 1);
             retry_deferred = 1;
             continue;
