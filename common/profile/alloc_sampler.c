@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,24 @@ seed(sp_alloc_thread_t *t)
 
 /* ---- lifecycle and control ------------------------------------------------ */
 
+/* libunwind keeps a per-thread cache behind a pthread key whose destructor
+ * is in libunwind: if libunwind were unloaded with us (httpd's graceful
+ * restart), every thread that had unwound would jump into unmapped code
+ * when it exits. Keep libunwind loaded for the life of the process. */
+static void
+pin_unwinder(void)
+{
+    Dl_info  dli;
+    void    *h;
+
+    if (dladdr((void *) unw_backtrace, &dli) != 0 && dli.dli_fname != NULL) {
+        h = dlopen(dli.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        if (h != NULL) {
+            dlclose(h);
+        }
+    }
+}
+
 int
 sp_alloc_sampler_init(const sp_alloc_conf_t *c, char *err, size_t errlen)
 {
@@ -193,6 +212,7 @@ sp_alloc_sampler_init(const sp_alloc_conf_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for the allocation profiler");
         return -1;
     }
+    pin_unwinder();
     atomic_store(&mean_bytes, conf.mean_bytes);
     atomic_store(&n_sampled, 0);
     atomic_store(&n_freed, 0);
