@@ -56,3 +56,15 @@ bench-keep:
 
 bench-cli: $(CLI_BIN)
 	bench/cli
+
+# The allocation hooks' cost per call (bench/alloc_cost.c), without
+# sanitizers; its loop is a shared object so that the hooks patch its GOT.
+$(BENCH_BUILD)/liballoc_cost_loop.so: bench/alloc_cost_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fPIC -shared -Wl,-z,relro -Wl,-z,now -o $@ $<
+
+$(BENCH_BUILD)/alloc_cost: bench/alloc_cost.c $(ALLOC_SRCS) $(ALLOC_HDRS) $(BENCH_BUILD)/liballoc_cost_loop.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< $(ALLOC_SRCS) -lunwind -lpthread
+
+BENCH_TOOLS += $(BENCH_BUILD)/alloc_cost

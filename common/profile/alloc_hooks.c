@@ -1,16 +1,22 @@
 #define _GNU_SOURCE
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "common/profile/alloc_hooks.h"
@@ -26,7 +32,8 @@
 #endif
 
 #define PATCHES_MAX   4096
-#define GRACE_NS      20000000ull     /* after restoring, before polling */
+#define GRACE_NS      5000000ull      /* after restoring, before looking */
+#define STACK_SCAN    2048            /* bytes above a stopped thread's sp */
 #define LIKELY(x)     __builtin_expect(!!(x), 1)
 #define CALLER        ((uintptr_t) __builtin_return_address(0))
 
@@ -77,10 +84,22 @@ static int                 atfork_done;
 static int                 retry_deferred;   /* a scan left slots */
 static _Atomic int         installed;
 static _Atomic long        in_flight;
-static _Atomic uint64_t    n_failures, n_deferred, n_scans, n_timeouts;
+static _Atomic uint64_t    n_failures, n_deferred, n_scans, n_timeouts, n_busy;
 static _Atomic int         pinned;
 
+/* TLSDESC like thread_ctx.c (an initial-exec variable would make glibc
+ * refuse to load the module once a few graceful restarts have used up the
+ * static TLS surplus, which dlclose() does not give back). */
 static __thread sp_alloc_thread_t  tls;
+
+/* Every hook and slow path is in this section: uninstall looks for
+ * threads stopped inside it, or with a return address into it near the
+ * top of their stack. */
+#define HOOK_TEXT  __attribute__((section("sp_alloc_hook_text")))
+extern const char  __start_sp_alloc_hook_text[]
+    __attribute__((visibility("hidden")));
+extern const char  __stop_sp_alloc_hook_text[]
+    __attribute__((visibility("hidden")));
 
 
 /* ---- the hooks ------------------------------------------------------------ */
@@ -97,7 +116,7 @@ leave(void)
     atomic_fetch_sub(&in_flight, 1);
 }
 
-static __attribute__((noinline)) void *
+static HOOK_TEXT __attribute__((noinline)) void *
 malloc_slow(sp_alloc_thread_t *t, size_t n, uintptr_t caller)
 {
     void  *p;
@@ -109,7 +128,7 @@ malloc_slow(sp_alloc_thread_t *t, size_t n, uintptr_t caller)
     return p;
 }
 
-static void *
+static HOOK_TEXT void *
 hook_malloc(size_t n)
 {
     sp_alloc_thread_t  *t = &tls;
@@ -120,7 +139,7 @@ hook_malloc(size_t n)
     return malloc_slow(t, n, CALLER);
 }
 
-static __attribute__((noinline)) void *
+static HOOK_TEXT __attribute__((noinline)) void *
 calloc_slow(sp_alloc_thread_t *t, size_t k, size_t n, uintptr_t caller)
 {
     void  *p;
@@ -132,7 +151,7 @@ calloc_slow(sp_alloc_thread_t *t, size_t k, size_t n, uintptr_t caller)
     return p;
 }
 
-static void *
+static HOOK_TEXT void *
 hook_calloc(size_t k, size_t n)
 {
     sp_alloc_thread_t  *t = &tls;
@@ -147,7 +166,7 @@ hook_calloc(size_t k, size_t n)
     return calloc_slow(t, k, n, CALLER);
 }
 
-static __attribute__((noinline)) void
+static HOOK_TEXT __attribute__((noinline)) void
 free_slow(void *p)
 {
     enter();
@@ -158,7 +177,7 @@ free_slow(void *p)
     leave();
 }
 
-static void
+static HOOK_TEXT void
 hook_free(void *p)
 {
     if (LIKELY(!sp_alloc_table_maybe(&sp_alloc_live, (uintptr_t) p))) {
@@ -168,7 +187,7 @@ hook_free(void *p)
     free_slow(p);
 }
 
-static __attribute__((noinline)) void *
+static HOOK_TEXT __attribute__((noinline)) void *
 realloc_slow(sp_alloc_thread_t *t, void *p, size_t n, uintptr_t caller,
     int counted)
 {
@@ -188,7 +207,7 @@ realloc_slow(sp_alloc_thread_t *t, void *p, size_t n, uintptr_t caller,
     return q;
 }
 
-static void *
+static HOOK_TEXT void *
 hook_realloc(void *p, size_t n)
 {
     sp_alloc_thread_t  *t = &tls;
@@ -202,7 +221,7 @@ hook_realloc(void *p, size_t n)
     return realloc_slow(t, p, n, CALLER, 1);
 }
 
-static void *
+static HOOK_TEXT void *
 hook_reallocarray(void *p, size_t k, size_t n)
 {
     size_t  size;
@@ -235,7 +254,7 @@ hook_reallocarray(void *p, size_t k, size_t n)
     }
 }
 
-static __attribute__((noinline)) int
+static HOOK_TEXT __attribute__((noinline)) int
 posix_memalign_slow(sp_alloc_thread_t *t, void **pp, size_t a, size_t n,
     uintptr_t caller)
 {
@@ -248,7 +267,7 @@ posix_memalign_slow(sp_alloc_thread_t *t, void **pp, size_t a, size_t n,
     return rc;
 }
 
-static int
+static HOOK_TEXT int
 hook_posix_memalign(void **pp, size_t a, size_t n)
 {
     sp_alloc_thread_t  *t = &tls;
@@ -261,7 +280,7 @@ hook_posix_memalign(void **pp, size_t a, size_t n)
 
 /* aligned_alloc, memalign: (alignment, size). */
 #define ALIGNED_HOOK(name)                                                   \
-static __attribute__((noinline)) void *                                      \
+static HOOK_TEXT __attribute__((noinline)) void *                            \
 name##_slow(sp_alloc_thread_t *t, size_t a, size_t n, uintptr_t caller)      \
 {                                                                            \
     void  *p;                                                                \
@@ -273,7 +292,7 @@ name##_slow(sp_alloc_thread_t *t, size_t a, size_t n, uintptr_t caller)      \
     return p;                                                                \
 }                                                                            \
                                                                              \
-static void *                                                                \
+static HOOK_TEXT void *                                                      \
 hook_##name(size_t a, size_t n)                                              \
 {                                                                            \
     sp_alloc_thread_t  *t = &tls;                                            \
@@ -289,7 +308,7 @@ ALIGNED_HOOK(memalign)
 
 /* valloc, pvalloc: (size). */
 #define PAGE_HOOK(name)                                                      \
-static __attribute__((noinline)) void *                                      \
+static HOOK_TEXT __attribute__((noinline)) void *                            \
 name##_slow(sp_alloc_thread_t *t, size_t n, uintptr_t caller)                \
 {                                                                            \
     void  *p;                                                                \
@@ -301,7 +320,7 @@ name##_slow(sp_alloc_thread_t *t, size_t n, uintptr_t caller)                \
     return p;                                                                \
 }                                                                            \
                                                                              \
-static void *                                                                \
+static HOOK_TEXT void *                                                      \
 hook_##name(size_t n)                                                        \
 {                                                                            \
     sp_alloc_thread_t  *t = &tls;                                            \
@@ -769,12 +788,196 @@ pin_self(void)
     }
 }
 
+/* Is a stopped thread in a hook? Its pc in the hook section, or a return
+ * address into it near the top of its stack (a hook waiting in the loader's
+ * TLSDESC resolver, or in the allocator under a slow path). A stale word
+ * that happens to look like one only makes us wait longer. */
+static int
+stack_points_into_hooks(pid_t pid, uintptr_t sp, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t     words[STACK_SCAN / sizeof(uintptr_t)];
+    struct iovec  local = { words, sizeof(words) }, remote;
+    ssize_t       n;
+    size_t        i;
+
+    /* process_vm_readv: a short read at the end of a stack mapping instead
+     * of a fault. */
+    remote.iov_base = (void *) sp;
+    remote.iov_len = sizeof(words);
+    n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    for (i = 0; n > 0 && i < (size_t) n / sizeof(uintptr_t); i++) {
+        if (words[i] >= lo && words[i] < hi) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A runnable thread (Linux shows "running" for one on a CPU and for one
+ * preempted, without its registers) is asked with a signal: the handler
+ * looks at the interrupted pc and stack. Each look has its number in the
+ * signal's value, so that a late answer does not count for a later look. */
+static int               q_sig;
+static _Atomic int       q_look, q_answers, q_inside;
+static uintptr_t         q_lo, q_hi;
+
+static void
+quiesce_handler(int sig, siginfo_t *si, void *ucv)
+{
+    int          saved_errno = errno;
+    ucontext_t  *uc = ucv;
+    uintptr_t    pc, sp;
+
+    if (si->si_code != SI_QUEUE
+        || si->si_value.sival_int != atomic_load(&q_look))
+    {
+        errno = saved_errno;
+        return;
+    }
+#if defined(__x86_64__)
+    pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
+    sp = (uintptr_t) uc->uc_mcontext.gregs[REG_RSP];
+#else
+    pc = (uintptr_t) uc->uc_mcontext.pc;
+    sp = (uintptr_t) uc->uc_mcontext.sp;
+#endif
+    if ((pc >= q_lo && pc < q_hi)
+        || stack_points_into_hooks(getpid(), sp, q_lo, q_hi))
+    {
+        atomic_fetch_add(&q_inside, 1);
+    }
+    atomic_fetch_add(&q_answers, 1);
+    errno = saved_errno;
+}
+
+/* A real-time signal nobody handles, with our handler; 0 if none. */
+static int
+quiesce_signal_install(struct sigaction *old)
+{
+    struct sigaction  sa;
+    int               sig;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = quiesce_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    for (sig = SIGRTMIN + 6; sig <= SIGRTMAX - 2; sig++) {
+        if (sigaction(sig, NULL, old) == 0 && old->sa_handler == SIG_DFL
+            && !(old->sa_flags & SA_SIGINFO)
+            && sigaction(sig, &sa, NULL) == 0)
+        {
+            return sig;
+        }
+    }
+    return 0;
+}
+
+static void
+quiesce_signal_remove(int sig, const struct sigaction *old)
+{
+    struct sigaction  ign;
+
+    /* Setting SIG_IGN discards what is still pending (threads that block
+     * the signal): none of it may reach the default action later. */
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(sig, &ign, NULL);
+    sigaction(sig, old, NULL);
+}
+
+/* 1 when, right now, no other thread is inside a hook: a blocked thread
+ * by its registers in /proc, a runnable one by asking it. */
+static int
+threads_clear(uintptr_t lo, uintptr_t hi)
+{
+    DIR            *d;
+    struct dirent  *e;
+    char            path[64], buf[256], *tok, *last[2];
+    pid_t           pid = getpid(), self = (pid_t) syscall(SYS_gettid), tid;
+    uintptr_t       sp, pc;
+    int             fd, clear = 1, asked = 0, look, i;
+    ssize_t         n;
+    siginfo_t       si;
+    struct timespec ts = { 0, 100000 };
+
+    d = opendir("/proc/self/task");
+    if (d == NULL) {
+        return 0;
+    }
+    q_lo = lo;
+    q_hi = hi;
+    look = atomic_fetch_add(&q_look, 1) + 1;
+    atomic_store(&q_answers, 0);
+    atomic_store(&q_inside, 0);
+    while (clear && (e = readdir(d)) != NULL) {
+        tid = (pid_t) atoi(e->d_name);
+        if (tid <= 0 || tid == self) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int) tid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            continue;           /* exited */
+        }
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0) {
+            continue;
+        }
+        if (strncmp(buf, "running", 7) == 0) {
+            memset(&si, 0, sizeof(si));
+            si.si_signo = q_sig;
+            si.si_code = SI_QUEUE;
+            si.si_pid = pid;
+            si.si_uid = getuid();
+            si.si_value.sival_int = look;
+            if (q_sig == 0
+                || syscall(SYS_rt_tgsigqueueinfo, pid, tid, q_sig, &si) != 0)
+            {
+                clear = errno == ESRCH;    /* gone, or cannot ask */
+                continue;
+            }
+            asked++;
+            continue;
+        }
+        buf[n] = '\0';
+        /* "nr args... sp pc" in a system call, "-1 sp pc" otherwise. */
+        last[0] = last[1] = NULL;
+        for (tok = strtok(buf, " \n"); tok != NULL; tok = strtok(NULL, " \n")) {
+            last[0] = last[1];
+            last[1] = tok;
+        }
+        if (last[0] == NULL) {
+            clear = 0;
+            break;
+        }
+        sp = (uintptr_t) strtoull(last[0], NULL, 16);
+        pc = (uintptr_t) strtoull(last[1], NULL, 16);
+        if ((pc >= lo && pc < hi) || stack_points_into_hooks(pid, sp, lo, hi)) {
+            clear = 0;
+        }
+    }
+    closedir(d);
+    /* Runnable threads answer as soon as they run: up to 20 ms. One that
+     * blocks the signal (nginx's thread pools block almost all) does not;
+     * it is looked at again in /proc when it sleeps. */
+    for (i = 0; clear && i < 200 && atomic_load(&q_answers) < asked; i++) {
+        nanosleep(&ts, NULL);
+    }
+    return clear && atomic_load(&q_answers) >= asked
+           && atomic_load(&q_inside) == 0;
+}
+
 int
 sp_alloc_hooks_uninstall(unsigned wait_ms)
 {
     struct timespec  ts = { 0, 1000000 };
     uint64_t         waited = 0, deadline;
+    uintptr_t        lo = (uintptr_t) __start_sp_alloc_hook_text,
+                     hi = (uintptr_t) __stop_sp_alloc_hook_text;
     size_t           i;
+    int              clear_passes = 0;
+    struct sigaction q_old;
 
     pthread_mutex_lock(&lock);
     if (!atomic_exchange(&installed, 0)) {
@@ -789,21 +992,37 @@ sp_alloc_hooks_uninstall(unsigned wait_ms)
     seen_adds = seen_subs = ~0ull;
     pthread_mutex_unlock(&lock);
 
-    /* A thread may have read a slot just before we restored it and not
-     * yet reached the tail call or the in-flight count: a handful of
-     * instructions, unless it was preempted there. */
+    /* No new call reaches a hook now. A thread may still be between
+     * reading an old slot and the tail call or the in-flight count (a few
+     * instructions, but it may have been preempted there, or wait inside
+     * the loader's TLS resolver), or in a slow path. Wait until none is
+     * in flight and two looks 1 ms apart find no thread stopped inside a
+     * hook. */
     ts.tv_nsec = (long) GRACE_NS;
     nanosleep(&ts, NULL);
     ts.tv_nsec = 1000000;
     deadline = (uint64_t) (wait_ms ? wait_ms : 2000);
-    while (atomic_load(&in_flight) > 0) {
-        if (waited >= deadline) {
-            atomic_fetch_add(&n_timeouts, 1);
-            pin_self();
-            return -1;
+    q_sig = quiesce_signal_install(&q_old);
+    while (clear_passes < 2) {
+        if (atomic_load(&in_flight) == 0 && threads_clear(lo, hi)) {
+            clear_passes++;
+        } else {
+            clear_passes = 0;
+            atomic_fetch_add(&n_busy, 1);
         }
-        nanosleep(&ts, NULL);
-        waited++;
+        if (clear_passes < 2) {
+            if (waited >= deadline) {
+                atomic_fetch_add(&n_timeouts, 1);
+                /* Our handler stays: a late signal must find it. */
+                pin_self();
+                return -1;
+            }
+            nanosleep(&ts, NULL);
+            waited++;
+        }
+    }
+    if (q_sig != 0) {
+        quiesce_signal_remove(q_sig, &q_old);
     }
     return 0;
 }
@@ -835,6 +1054,7 @@ sp_alloc_hooks_get_stats(sp_alloc_hooks_stats_t *st)
     st->deferred = atomic_load(&n_deferred);
     st->scans = atomic_load(&n_scans);
     st->uninstall_timeouts = atomic_load(&n_timeouts);
+    st->uninstall_waits = atomic_load(&n_busy);
     st->installed = atomic_load(&installed);
     st->pinned = atomic_load(&pinned);
 }

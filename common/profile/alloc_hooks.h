@@ -44,12 +44,22 @@
  * Unload: before our object is unmapped (httpd's graceful restart
  * dlclose()s every module), sp_alloc_hooks_uninstall() puts every patched
  * slot back (each object's slots are restored from inside dl_iterate_phdr,
- * under the loader's lock, so an object being unloaded is never written),
- * then waits a grace period for threads between reading an old slot and
- * the tail call, and until no thread is in a slow path (bounded). If the
- * wait times out, the object pins itself (RTLD_NODELETE): it then stays
- * mapped, so nothing can jump into unmapped code. An ELF destructor does
- * the same as a last resort when the glue did not.
+ * under the loader's lock, so an object being unloaded is never written).
+ * Then no new call enters a hook, but a thread may still be inside one: in
+ * a slow path (counted in flight), or anywhere between reading the old
+ * slot and the tail call, preempted there or waiting in the loader's
+ * TLSDESC resolver (which takes locks and allocates when our TLS block is
+ * dynamic). Uninstall waits until nothing is in flight and two looks 1 ms
+ * apart find no thread inside: all hooks are in one section, a blocked
+ * thread's pc and sp are read from /proc/self/task/N/syscall, a runnable
+ * one is asked with a real-time signal (the handler reads the interrupted
+ * context), and in each case the pc and the top 2 KiB of the stack must
+ * not point into that section. Bounded: if the wait times out (a runnable
+ * thread that blocks signals, say), the object pins itself (RTLD_NODELETE)
+ * and stays mapped, so nothing can jump into unmapped code. An ELF
+ * destructor uninstalls as a last resort when the glue did not.
+ * libunwind is pinned too: its per-thread cache has a pthread key whose
+ * destructor would otherwise run unmapped code at every thread's exit.
  *
  * fork: the tables are lock-free (nothing to reset); pthread_atfork holds
  * the install lock across fork, resets the in-flight count and the sample
@@ -73,6 +83,7 @@ typedef struct {
     uint64_t   deferred;         /* slots not yet relocated when scanned */
     uint64_t   scans;            /* full scans (install, rescans) */
     uint64_t   uninstall_timeouts;
+    uint64_t   uninstall_waits;  /* 1 ms waits for threads in a hook */
     int        installed;
     int        pinned;           /* our object can no longer be unloaded */
 } sp_alloc_hooks_stats_t;
@@ -87,7 +98,9 @@ int  sp_alloc_hooks_install(const sp_alloc_hooks_conf_t *conf, char *err,
 int  sp_alloc_hooks_rescan(void);
 
 /* Restores every patched slot, then waits up to wait_ms (0: 2000) for
- * threads to leave the hooks. 0, or -1 when threads were still inside at
+ * threads to leave the hooks (see above; it sends a real-time signal, the
+ * first of SIGRTMIN+6..SIGRTMAX-2 without a handler, to runnable threads,
+ * and removes its handler before returning). 0, or -1 when threads were still inside at
  * the deadline (the object is then pinned in memory). The sampler's tables
  * stay (frees of sampled blocks go straight to the allocator). */
 int  sp_alloc_hooks_uninstall(unsigned wait_ms);

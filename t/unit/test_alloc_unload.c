@@ -81,6 +81,7 @@ main(int argc, char **argv)
     int                        r, n, installed = 0, uninstalled = 0,
                                unloaded = 0, sampled = 0, patched = 0;
     long                       before;
+    unsigned long long         waits = 0;
 
     n = (int) readlink("/proc/self/exe", dir, sizeof(dir) - 1);
     dir[n > 0 ? n : 0] = '\0';
@@ -126,6 +127,8 @@ main(int argc, char **argv)
         if (r < ROUNDS - 3) {
             uninstalled += uninstall(0) == 0;
         }
+        hstats(&hs);
+        waits += hs.uninstall_waits;
         dlclose(h);
         unloaded += dlopen(path, RTLD_NOW | RTLD_NOLOAD) == NULL;
         before = atomic_load(&ops);
@@ -148,5 +151,7 @@ main(int argc, char **argv)
     ok(atomic_load(&ops) > 0, "%d threads allocated through it all "
        "(%ld rounds of work), nothing jumped into an unloaded object",
        THREADS, atomic_load(&ops));
+    printf("# uninstall waited %llu times 1 ms for a thread inside a hook\n",
+           waits);
     return done_testing();
 }
