@@ -741,6 +741,12 @@ sp_alloc_hooks_install(const sp_alloc_hooks_conf_t *conf, char *err,
         }
         atfork_done = 1;
     }
+    if (!atomic_load(&installed)) {
+        /* Blocks freed while we were not hooked are still in the table,
+         * and their addresses may be handed out and sampled again. No
+         * hook runs now (uninstall made sure), so it can be emptied. */
+        sp_alloc_sampler_clear_live();
+    }
     data_refs = conf->hook_data_refs;
     /* Touch our TLS before any hook does (it may allocate a dynamic TLS
      * block: better here than inside malloc). */
@@ -892,7 +898,7 @@ threads_clear(uintptr_t lo, uintptr_t hi)
 {
     DIR            *d;
     struct dirent  *e;
-    char            path[64], buf[256], *tok, *last[2];
+    char            path[64], buf[256], *tok, *last[2], *save = NULL;
     pid_t           pid = getpid(), self = (pid_t) syscall(SYS_gettid), tid;
     uintptr_t       sp, pc;
     int             fd, clear = 1, asked = 0, look, i;
@@ -943,7 +949,9 @@ threads_clear(uintptr_t lo, uintptr_t hi)
         buf[n] = '\0';
         /* "nr args... sp pc" in a system call, "-1 sp pc" otherwise. */
         last[0] = last[1] = NULL;
-        for (tok = strtok(buf, " \n"); tok != NULL; tok = strtok(NULL, " \n")) {
+        for (tok = strtok_r(buf, " \n", &save); tok != NULL;
+             tok = strtok_r(NULL, " \n", &save))
+        {
             last[0] = last[1];
             last[1] = tok;
         }

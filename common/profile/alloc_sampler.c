@@ -255,6 +255,14 @@ sp_alloc_sampler_atfork_child(void)
 }
 
 void
+sp_alloc_sampler_clear_live(void)
+{
+    if (atomic_load(&ready)) {
+        sp_alloc_table_clear(&sp_alloc_live);
+    }
+}
+
+void
 sp_alloc_sampler_set_enabled(int on)
 {
     atomic_store(&enabled, on ? 1 : 0);

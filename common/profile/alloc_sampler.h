@@ -92,6 +92,9 @@ void sp_alloc_sampler_fini(void);
  * does not exist in the child was filling. */
 void sp_alloc_sampler_atfork_child(void);
 
+/* Empties the live table: only while no hook can run (installing). */
+void sp_alloc_sampler_clear_live(void);
+
 /* Runtime control, any thread. Enabled by default once initialized;
  * disabled, the hooks still count bytes but record nothing. */
 void     sp_alloc_sampler_set_enabled(int on);
