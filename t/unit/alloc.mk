@@ -18,6 +18,9 @@ ALLOC_SRCS    := common/profile/alloc_hooks.c common/profile/alloc_sampler.c \
 ALLOC_HDRS    := $(wildcard common/profile/alloc_*.h) \
                  common/profile/slot_ring.h common/profile/thread_ctx.h
 ALLOC_VICTIM  := $(BUILD)/unit/liballoc_victim.so
+# The hook object of test_alloc_unload also carries the loader snapshot (as
+# the modules do), which redirects libunwind's dl_iterate_phdr to itself.
+ALLOC_SO_SRCS := $(ALLOC_SRCS) common/profile/loader_snapshot.c
 ALLOC_HOOK_SO := $(BUILD)/unit/libspanprof_alloc.so
 
 $(ALLOC_VICTIM): t/unit/alloc_victim.c
@@ -25,10 +28,10 @@ $(ALLOC_VICTIM): t/unit/alloc_victim.c
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O1 -g -fPIC -fno-omit-frame-pointer \
 	    -shared -Wl,-z,relro -Wl,-z,now -o $@ $<
 
-$(ALLOC_HOOK_SO): $(ALLOC_SRCS) $(ALLOC_HDRS)
+$(ALLOC_HOOK_SO): $(ALLOC_SO_SRCS) $(ALLOC_HDRS) common/profile/loader_snapshot.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLOC_CFLAGS) -shared -Wl,-z,relro -Wl,-z,now -o $@ \
-	    $(ALLOC_SRCS) -lunwind -lpthread
+	    $(ALLOC_SO_SRCS) -lunwind -lpthread
 
 $(BUILD)/unit/test_alloc_hooks: t/unit/test_alloc_hooks.c t/unit/tap.h $(ALLOC_SRCS) $(ALLOC_HDRS) $(ALLOC_VICTIM)
 	$(CC) $(ALLOC_CFLAGS) -It/unit -rdynamic -o $@ $< $(ALLOC_SRCS) -lunwind -lpthread

@@ -6,7 +6,10 @@
  * a hook object that is gone). Nothing may jump into the unloaded object:
  * a slot left pointing there, or a thread still inside a hook, crashes
  * this program. The last rounds unload without uninstalling: the ELF
- * destructor must do it. Built without ASan (t/unit/alloc.mk). */
+ * destructor must do it. The hook object also redirects libunwind's
+ * dl_iterate_phdr to its loader snapshot, as the modules do: libunwind
+ * stays loaded (the profiler pins it), so once the object is gone an unwind
+ * must not call into it. Built without ASan (t/unit/alloc.mk). */
 
 #define _GNU_SOURCE
 
@@ -73,13 +76,17 @@ main(int argc, char **argv)
     int                      (*uninstall)(unsigned);
     void                     (*stats)(sp_alloc_sampler_stats_t *);
     void                     (*hstats)(sp_alloc_hooks_stats_t *);
+    int                      (*snapshot_init)(char *, size_t);
+    int                      (*backtrace)(void **, int);
+    void                      *unwind, *frames[16];
     sp_alloc_hooks_conf_t      conf;
     sp_alloc_sampler_stats_t   ss;
     sp_alloc_hooks_stats_t     hs;
     pthread_t                  th[THREADS];
     struct timespec            ts = { 0, 30 * 1000000 };
     int                        r, n, installed = 0, uninstalled = 0,
-                               unloaded = 0, sampled = 0, patched = 0;
+                               unloaded = 0, sampled = 0, patched = 0,
+                               redirected = 0, unwound = 0;
     long                       before;
     unsigned long long         waits = 0;
 
@@ -114,6 +121,8 @@ main(int argc, char **argv)
         *(void **) &uninstall = dlsym(h, "sp_alloc_hooks_uninstall");
         *(void **) &stats = dlsym(h, "sp_alloc_sampler_get_stats");
         *(void **) &hstats = dlsym(h, "sp_alloc_hooks_get_stats");
+        *(void **) &snapshot_init = dlsym(h, "sp_loader_snapshot_init");
+        redirected += snapshot_init(err, sizeof(err)) == 0;
         installed += install(&conf, err, sizeof(err)) == 0;
         hstats(&hs);
         patched += hs.slots >= 4;
@@ -131,6 +140,13 @@ main(int argc, char **argv)
         waits += hs.uninstall_waits;
         dlclose(h);
         unloaded += dlopen(path, RTLD_NOW | RTLD_NOLOAD) == NULL;
+        /* libunwind, kept loaded by the profiler, unwinds without us. */
+        unwind = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD);
+        if (unwind != NULL) {
+            *(void **) &backtrace = dlsym(unwind, "unw_backtrace");
+            unwound += backtrace(frames, 16) > 0;
+            dlclose(unwind);
+        }
         before = atomic_load(&ops);
         while (atomic_load(&ops) < before + 5) {
             nanosleep(&ts, NULL);
@@ -145,6 +161,10 @@ main(int argc, char **argv)
     is_int(patched, ROUNDS, "each time this program's and the victim's "
            "GOT slots were patched");
     is_int(sampled, ROUNDS, "and allocations sampled");
+    is_int(redirected, ROUNDS, "libunwind's dl_iterate_phdr redirected "
+           "to the hook object's loader snapshot each time");
+    is_int(unwound, ROUNDS, "libunwind stays loaded and unwinds after each "
+           "unload");
     is_int(uninstalled, ROUNDS - 3, "uninstalled (bounded wait) before "
            "dlclose");
     is_int(unloaded, ROUNDS, "the hook object really unloaded each time");
