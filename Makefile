@@ -106,6 +106,9 @@ $(BUILD)/unit/test_%: t/unit/test_%.c t/unit/tap.h t/unit/profile_fixture.h $(UN
 
 unit: $(UNIT_BINS)
 
+# The allocation-hook tests: built without sanitizers (see the file).
+-include t/unit/alloc.mk
+
 -include apache_module/build.mk
 -include cli/build.mk
 -include bench/build.mk

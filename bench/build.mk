@@ -56,3 +56,22 @@ bench-keep:
 
 bench-cli: $(CLI_BIN)
 	bench/cli
+
+# The allocation hooks' cost per call (bench/alloc_cost.c), without
+# sanitizers; its loop is a shared object so that the hooks patch its GOT,
+# and the hooks another, loaded as the modules are.
+$(BENCH_BUILD)/liballoc_cost_loop.so: bench/alloc_cost_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fPIC -shared -Wl,-z,relro -Wl,-z,now -o $@ $<
+
+# The hooks as a dlopen()ed object, as in the modules (TLSDESC).
+$(BENCH_BUILD)/liballoc_cost_hooks.so: $(ALLOC_SRCS) $(ALLOC_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -shared -Wl,-z,relro -Wl,-z,now -o $@ \
+	    $(ALLOC_SRCS) -lunwind -lpthread
+
+$(BENCH_BUILD)/alloc_cost: bench/alloc_cost.c $(ALLOC_HDRS) $(BENCH_BUILD)/liballoc_cost_loop.so $(BENCH_BUILD)/liballoc_cost_hooks.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+BENCH_TOOLS += $(BENCH_BUILD)/alloc_cost

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -37,6 +38,12 @@ static size_t                 nretired;
  * entry: a reference to the _r_debug symbol from an executable would get a
  * copy-relocated duplicate that the loader never updates. */
 static volatile struct r_debug  *loader_debug;
+
+/* libunwind's slot and what it held, put back when we are unloaded:
+ * libunwind may outlive us (the allocation profiler keeps it loaded), and
+ * its next unwind must not call into our unmapped snapshot_iterate. */
+static void  **unwind_slot;
+static void   *unwind_slot_orig;
 
 
 /* ---- the snapshot -------------------------------------------------------- */
@@ -267,6 +274,10 @@ patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rela, size_t size,
         }
         pt->found = 1;
         slot = (void **) (base + rela[i].r_offset);
+        if (*slot != (void *) snapshot_iterate) {
+            unwind_slot = slot;
+            unwind_slot_orig = *slot;
+        }
         if (make_writable_and_set(slot, (void *) snapshot_iterate) == 0) {
             pt->patched = 1;
         } else {
@@ -381,6 +392,21 @@ sp_loader_snapshot_init(char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+
+__attribute__((destructor)) static void
+loader_snapshot_fini(void)
+{
+    Dl_info  dli;
+
+    /* Only if libunwind is still mapped and still points at us. */
+    if (unwind_slot != NULL
+        && *unwind_slot == (void *) snapshot_iterate
+        && dladdr(unwind_slot, &dli) != 0)
+    {
+        make_writable_and_set(unwind_slot, unwind_slot_orig);
+    }
 }
 
 
