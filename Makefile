@@ -101,8 +101,10 @@ clean:
 # runs lintian and installs them into a fresh Debian 12 root.
 DEB_OUT := $(BUILD)/debs
 
+# The environment is cleared of make's variables: debian/rules (a makefile
+# too) would otherwise take this make's command line (BUILD=...) as its own.
 deb:
-	dpkg-buildpackage -b -us -uc -j2
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dpkg-buildpackage -b -us -uc -j2
 	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
 	v=$$(dpkg-parsechangelog -S Version) && a=$$(dpkg --print-architecture) && \
 	for p in spanprof libnginx-mod-http-spanprof libapache2-mod-spanprof; do \
