@@ -108,7 +108,8 @@ deb:
 	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
 	v=$$(dpkg-parsechangelog -S Version) && a=$$(dpkg --print-architecture) && \
 	for p in spanprof libnginx-mod-http-spanprof libapache2-mod-spanprof; do \
-	    mv ../$${p}_$${v}_$$a.deb ../$${p}-dbgsym_$${v}_$$a.deb $(DEB_OUT)/ || exit 1; \
+	    mv ../$${p}_$${v}_$$a.deb $(DEB_OUT)/ || exit 1; \
+	    if [ -e ../$${p}-dbgsym_$${v}_$$a.deb ]; then mv ../$${p}-dbgsym_$${v}_$$a.deb $(DEB_OUT)/; fi; \
 	done && mv ../spanprof_$${v}_$$a.buildinfo ../spanprof_$${v}_$$a.changes $(DEB_OUT)/
 
 test-packages:
