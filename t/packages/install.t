@@ -212,6 +212,16 @@ check "a2enmod spanprof" in_root a2enmod -q spanprof
 check "mods-enabled/spanprof.load and spanprof.conf link to mods-available" \
     sh -c "test \"\$(readlink '$R/etc/apache2/mods-enabled/spanprof.load')\" = ../mods-available/spanprof.load \
         && test \"\$(readlink '$R/etc/apache2/mods-enabled/spanprof.conf')\" = ../mods-available/spanprof.conf"
+# The commented defaults of mods-available/spanprof.conf are valid once
+# uncommented (the CA bundle's path pointed at a real one).
+conf=$R/etc/apache2/mods-available/spanprof.conf
+cp "$conf" "$WORK/spanprof.conf.saved"
+cp /etc/ssl/certs/ca-certificates.crt "$R/tmp/ca.pem"
+sed -i 's/^\t#\([^ ]\)/\t\1/; s|/etc/ssl/certs/ca-certificates.crt|/tmp/ca.pem|' "$conf"
+check "apache2ctl configtest: mods-available/spanprof.conf with every line uncommented" \
+    sh -c "grep -q '^.OtelProfilingRate 100' '$conf' && chroot '$R' apache2ctl configtest"
+cp "$WORK/spanprof.conf.saved" "$conf"
+
 cat >"$R/etc/apache2/conf-enabled/spanprof-test.conf" <<'EOF'
 OtelExporterEndpoint http://127.0.0.1:4318
 OtelExporterProtocol http/protobuf
