@@ -123,3 +123,25 @@ test: all
 
 clean:
 	rm -rf $(BUILD)
+
+# --- Debian packages (debian/, docs/packages.md) ---------------------------
+# dpkg-buildpackage writes to the parent directory: the .debs, .changes and
+# .buildinfo are moved into $(BUILD)/debs. `make test-packages` builds them,
+# runs lintian and installs them into a fresh Debian 12 root.
+DEB_OUT := $(BUILD)/debs
+
+# The environment is cleared of make's variables: debian/rules (a makefile
+# too) would otherwise take this make's command line (BUILD=...) as its own.
+deb:
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dpkg-buildpackage -b -us -uc -j2
+	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
+	v=$$(dpkg-parsechangelog -S Version) && a=$$(dpkg --print-architecture) && \
+	for p in spanprof libnginx-mod-http-spanprof libapache2-mod-spanprof; do \
+	    mv ../$${p}_$${v}_$$a.deb $(DEB_OUT)/ || exit 1; \
+	    if [ -e ../$${p}-dbgsym_$${v}_$$a.deb ]; then mv ../$${p}-dbgsym_$${v}_$$a.deb $(DEB_OUT)/; fi; \
+	done && mv ../spanprof_$${v}_$$a.buildinfo ../spanprof_$${v}_$$a.changes $(DEB_OUT)/
+
+test-packages:
+	prove -v t/packages/install.t
+
+.PHONY: deb test-packages
