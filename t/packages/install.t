@@ -189,9 +189,10 @@ check "installed: modules-enabled/50-mod-http-spanprof.conf loads ngx_http_spanp
         && grep -qx 'load_module modules/ngx_http_spanprof_module.so;' '$R/usr/share/nginx/modules-available/mod-http-spanprof.conf' \
         && test -f '$R/usr/lib/nginx/modules/ngx_http_spanprof_module.so'"
 
-# Export to spanprof serve's OTLP/HTTP listener (the unit's default address).
+# Export to spanprof serve with the modules' default protocol (OTLP/gRPC)
+# to the unit's default gRPC address: the pieces fit with no protocol line.
 cat >"$R/etc/nginx/conf.d/spanprof-test.conf" <<'EOF'
-otel_exporter { endpoint http://127.0.0.1:4318; protocol http/protobuf; interval 100ms; }
+otel_exporter { endpoint 127.0.0.1:4317; interval 100ms; }
 otel_service_name pkgtest-nginx;
 server {
     listen 127.0.0.1:8081;
@@ -226,8 +227,7 @@ check "apache2ctl configtest: mods-available/spanprof.conf with every line uncom
 cp "$WORK/spanprof.conf.saved" "$conf"
 
 cat >"$R/etc/apache2/conf-enabled/spanprof-test.conf" <<'EOF'
-OtelExporterEndpoint http://127.0.0.1:4318
-OtelExporterProtocol http/protobuf
+OtelExporterEndpoint 127.0.0.1:4317
 OtelExporterInterval 0.1
 OtelServiceName pkgtest-apache
 Listen 127.0.0.1:8082
@@ -258,7 +258,7 @@ check "man pages: spanprof(1) and spanprof-serve(1)" \
     test -s "$R/usr/share/man/man1/spanprof.1.gz" -a -s "$R/usr/share/man/man1/spanprof-serve.1.gz"
 
 # Everything runs in a network namespace of its own: the unit's default
-# ports (4318, 16686) and nginx's and httpd's are free there whatever else
+# ports (4317, 4318, 16686) and nginx's and httpd's are free there whatever else
 # runs on this machine, and nothing listens outside it.
 NS=$WORK/netns
 touch "$NS" && unshare --net="$NS" true && nsenter --net="$NS" ip link set lo up \
@@ -293,8 +293,8 @@ serve_pid=$!
 for _ in $(seq 50); do grep -q 'OTLP on' "$WORK/serve.log" && break; sleep 0.1; done
 check "spanprof serve starts with the unit's ExecStart and environment file" grep -q 'OTLP on' "$WORK/serve.log" \
     || diag <"$WORK/serve.log"
-check "spanprof serve listens on loopback addresses only (127.0.0.1:4318, 127.0.0.1:16686)" \
-    sh -c "l=\$(nsenter --net='$NS' ss -Hltn | awk '{print \$4}' | sort | paste -sd' '); echo \"\$l\"; test \"\$l\" = '127.0.0.1:16686 127.0.0.1:4318'"
+check "spanprof serve listens on loopback addresses only (127.0.0.1:4317, 127.0.0.1:4318, 127.0.0.1:16686)" \
+    sh -c "l=\$(nsenter --net='$NS' ss -Hltn | awk '{print \$4}' | sort | paste -sd' '); echo \"\$l\"; test \"\$l\" = '127.0.0.1:16686 127.0.0.1:4317 127.0.0.1:4318'"
 check "spanprof serve keeps its database in the StateDirectory, owned by the service's user" \
     sh -c "test \"\$(stat -c %u '$R/var/lib/spanprof/spanprof.db')\" = $DYN_UID"
 
