@@ -371,9 +371,10 @@ encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
         return -1;
     }
     if (rc > 0) {
-        snprintf(why, sizeof(why), " (%zu bytes) does not fit "
-                 "otel_profiling_max_size %zu even with every stack merged "
-                 "into [truncated]: dropped", r.size, pe->conf.max_size);
+        snprintf(why, sizeof(why), " (%zu bytes uncompressed) does not "
+                 "fit otel_profiling_max_size %zu even with every stack "
+                 "merged into [truncated]: dropped", r.size,
+                 pe->conf.max_size);
         fail(pe, "the %s profile%s", what, why);
         return -1;
     }

@@ -270,7 +270,7 @@ sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
         rc = enc(ud, a, p, out);
     }
     sp_arena_reset(a);
-    r->size = r->over_samples ? 0 : out->len;
+    r->size = out->len;
     if (rc != 0) {
         return -1;
     }

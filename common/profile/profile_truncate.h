@@ -52,8 +52,9 @@ typedef int (*sp_profile_encoder_t)(void *ud, sp_arena_t *a,
 typedef struct {
     size_t   entries, merged_entries;   /* of the profile; merged */
     int64_t  samples, merged_samples;
-    size_t   size;                      /* bytes of the first encoding (0:
-                                         * not encoded whole, over_samples) */
+    size_t   size;                      /* bytes of the first encoding (of
+                                         * the capped copy when
+                                         * over_samples) */
     int      over_samples;              /* entries > max_samples */
     int      over_size;                 /* an encoding > max_size */
 } sp_profile_truncation_t;

@@ -498,6 +498,8 @@ test_capped(sp_arena_t *a, sp_arena_t *ta)
     ok(out.len <= 2048 && n < 100 && r.over_samples && r.over_size
        && sum == total, "%zu bytes <= 2048, %zu samples < 100, total kept",
        out.len, n);
+    ok(r.size > 2048, "r.size: the capped copy's first encoding (%zu bytes)",
+       r.size);
 
     /* 1: [truncated] alone. */
     is_int(sp_profile_encode_bounded(a, ta, &prof, 0, 1, enc_pprof, &o, &out,
