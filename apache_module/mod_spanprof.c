@@ -58,6 +58,7 @@ spanprof_create_srv_conf(apr_pool_t *p, server_rec *s)
     sc->profiling_interval_ms = SPANPROF_UNSET;
     sc->profiling_max_depth = SPANPROF_UNSET;
     sc->profiling_max_size = SPANPROF_UNSET;
+    sc->profiling_max_samples = SPANPROF_UNSET;
     return sc;
 }
 
@@ -504,6 +505,20 @@ spanprof_set_profiling_max_size(cmd_parms *cmd, void *dummy, const char *arg)
 
 
 static const char *
+spanprof_set_profiling_max_samples(cmd_parms *cmd, void *dummy,
+    const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, SP_PROFILE_MAX_SAMPLES_MAX,
+                              &spanprof_srv(cmd)->profiling_max_samples);
+}
+
+
+static const char *
 spanprof_set_pyroscope(cmd_parms *cmd, void *dummy, const char *arg)
 {
     char         masked[512];
@@ -820,8 +835,13 @@ static const command_rec  spanprof_cmds[] = {
         RSRC_CONF, "off (default), cpu=PERCENT or cpu=PERCENT,pause: lower "
         "the sampling rate while a child's CPU use is above PERCENT"),
     AP_INIT_TAKE1("OtelProfilingMaxSize", spanprof_set_profiling_max_size,
-        NULL, RSRC_CONF, "bytes of one encoded profile, past which the "
-        "least-sampled stacks are merged into [truncated] (default 10m)"),
+        NULL, RSRC_CONF, "bytes of one encoded profile before compression, "
+        "past which the least-sampled stacks are merged into [truncated] "
+        "(default 4000k)"),
+    AP_INIT_TAKE1("OtelProfilingMaxSamples",
+        spanprof_set_profiling_max_samples, NULL, RSRC_CONF, "samples of one "
+        "profile, past which the least-sampled stacks are merged into "
+        "[truncated] (default 16000)"),
     AP_INIT_ITERATE("OtelSpanRedactQuery", spanprof_set_redact_query, NULL,
         SPANPROF_DIR, "query parameters whose values url.query records as "
         "REDACTED, besides AWSAccessKeyId, Signature, sig, X-Goog-Signature"),
@@ -1355,6 +1375,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
     ec.profiles_max_size = sc->profiling_max_size != SPANPROF_UNSET
                            ? (size_t) sc->profiling_max_size
                            : SP_PROFILE_MAX_SIZE_DEFAULT;
+    ec.profiles_max_samples = sc->profiling_max_samples != SPANPROF_UNSET
+                              ? (size_t) sc->profiling_max_samples
+                              : SP_PROFILE_MAX_SAMPLES_DEFAULT;
     if (sc->profiling_redact != NULL) {
         /* NULL-ended for common/. */
         n = sc->profiling_redact->nelts;

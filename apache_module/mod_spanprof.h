@@ -78,6 +78,7 @@ typedef struct {
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
     apr_int64_t          profiling_max_size;  /* bytes */
+    int                  profiling_max_samples;
     const char          *pyroscope;
     sp_load_shedder_conf_t  profiling_shed;   /* zero: off */
     apr_array_header_t  *profiling_redact; /* of const char *, or NULL */

@@ -441,24 +441,33 @@ static const char  hint[] =
     "zoom, click the bottom frame to reset.";
 
 static void
-frame_info(const cli_tree_t *t, int32_t i, int diff, sp_buf_t *out)
+frame_info(const cli_tree_t *t, int32_t i, const cli_svg_opts_t *o,
+    sp_buf_t *out)
 {
     const cli_node_t  *n = &t->nodes[i];
+    const char        *u1 = o->unit, *un = o->unit;
     double             d;
 
+    if (o->unit == NULL) {
+        u1 = "sample";
+        un = "samples";
+    }
     cli_xml_escape(out, node_name(t, i));
-    if (!diff) {
-        sp_buf_appendf(out, " (%lld sample%s, %.2f%%)",
-                       (long long) n->total[0], n->total[0] == 1 ? "" : "s",
+    if (!o->diff) {
+        sp_buf_appendf(out, " (%lld ", (long long) n->total[0]);
+        cli_xml_escape(out, n->total[0] == 1 ? u1 : un);
+        sp_buf_appendf(out, ", %.2f%%)",
                        pct(n->total[0], t->nodes[0].total[0]));
         return;
     }
     d = node_delta(t, i);
-    sp_buf_appendf(out, " (compare %lld samples, %.2f%%; base %lld samples, "
-                   "%.2f%%; %+.2f points)",
-                   (long long) n->total[0],
+    sp_buf_appendf(out, " (compare %lld ", (long long) n->total[0]);
+    cli_xml_escape(out, un);
+    sp_buf_appendf(out, ", %.2f%%; base %lld ",
                    pct(n->total[0], t->nodes[0].total[0]),
-                   (long long) n->total[1],
+                   (long long) n->total[1]);
+    cli_xml_escape(out, un);
+    sp_buf_appendf(out, ", %.2f%%; %+.2f points)",
                    pct(n->total[1], t->nodes[0].total[1]),
                    fabs(d) < 0.005 ? 0.0 : d);
 }
@@ -563,7 +572,7 @@ cli_tree_svg(const cli_tree_t *t, const cli_svg_opts_t *o, sp_buf_t *out)
             warm_colour(node_name(t, i), rgb);
         }
         sp_buf_append_str(out, "<g class=\"f\"><title>");
-        frame_info(t, i, o->diff, out);
+        frame_info(t, i, o, out);
         sp_buf_appendf(out, "</title><rect x=\"%.2f\" y=\"%.0f\" "
                        "width=\"%.2f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" "
                        "rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.0f\">",

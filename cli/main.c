@@ -54,7 +54,7 @@ static const char  help_traces[] =
 
 static const char  help_flamegraph[] =
 "spanprof flamegraph DIR [--trace ID] [--span ID] [--range A..B]\n"
-"                        [-o FILE] [--width PX] [--title TEXT]\n"
+"                        [--type NAME] [-o FILE] [--width PX] [--title TEXT]\n"
 "  A self-contained SVG flame graph (no external scripts, fonts or\n"
 "  links): one box per function and call path, as wide as its samples,\n"
 "  callers below callees, colours by a hash of the name. Hover shows the\n"
@@ -66,6 +66,11 @@ static const char  help_flamegraph[] =
 "    --span ID      only the samples labelled with this span id (the trace\n"
 "                   is then optional)\n"
 "    --range A..B   only profiles whose interval overlaps A..B\n"
+"    --type NAME    the sample type whose values to draw, by its type\n"
+"                   (\"cpu\", \"alloc_space\") or type/unit\n"
+"                   (\"cpu/nanoseconds\"); default samples/count, or the\n"
+"                   first type of a profile without it. A profile without\n"
+"                   NAME is an error that lists the types it has\n"
 "    -o, --output FILE\n"
 "                   where to write the SVG (default: standard output,\n"
 "                   refused when it is a terminal)\n"
@@ -76,8 +81,8 @@ static const char  help_flamegraph[] =
 "  accepts, timers).\n";
 
 static const char  help_diff[] =
-"spanprof diff DIR --base A..B --compare C..D [-o FILE] [--width PX]\n"
-"                  [--title TEXT]\n"
+"spanprof diff DIR --base A..B --compare C..D [--type NAME] [-o FILE]\n"
+"                  [--width PX] [--title TEXT]\n"
 "  A differential flame graph: frames as wide as their samples in the\n"
 "  compared range, red where the compared range spends a larger share of\n"
 "  its CPU in a frame (with its callees) than the base range does, blue\n"
@@ -87,25 +92,30 @@ static const char  help_diff[] =
 "  shares and the change in percentage points.\n"
 "    --base A..B    the reference range\n"
 "    --compare C..D the range to compare with it\n"
-"    -o, --width, --title as for flamegraph\n"
+"    --type, -o, --width, --title as for flamegraph\n"
 "  pprof has no per-sample times: a range selects the whole profile files\n"
 "  whose interval (time_nanos .. time_nanos + duration_nanos, that is\n"
 "  otel_profiling_interval) overlaps it.\n";
 
 static const char  help_folded[] =
-"spanprof folded DIR [--trace ID] [--span ID] [--range A..B] [-o FILE]\n"
+"spanprof folded DIR [--trace ID] [--span ID] [--range A..B] [--type NAME]\n"
+"                    [-o FILE]\n"
 "  Folded stacks, one line per distinct call path, root first, with its\n"
 "  sample count: \"main;ngx_worker_process_cycle;...;f 42\", sorted. ';' in\n"
 "  a function name is written as ':'. Input for flamegraph.pl,\n"
-"  speedscope, inferno and other tools. --trace, --span, --range and -o\n"
-"  as for flamegraph (default output: standard output).\n";
+"  speedscope, inferno and other tools; the counts are the values of\n"
+"  --type when given. --trace, --span, --range, --type and -o as for\n"
+"  flamegraph (default output: standard output).\n";
 
 static const char  help_pprof[] =
-"spanprof pprof DIR [--trace ID] [--span ID] [--range A..B] -o FILE\n"
+"spanprof pprof DIR [--trace ID] [--span ID] [--range A..B] [--type NAME]\n"
+"                   -o FILE\n"
 "  The selected samples of all profiles merged into one gzip'd pprof file\n"
 "  (sample types samples/count and cpu/nanoseconds, labels trace_id,\n"
 "  span_id and span_name), for go tool pprof, Pyroscope and the like.\n"
-"  --trace, --span and --range as for flamegraph; -o FILE is required\n"
+"  With --type NAME: one sample type, NAME's, with the values read, and\n"
+"  the profiles' period type.\n"
+"  --trace, --span, --range and --type as for flamegraph; -o FILE is required\n"
 "  (\"-o -\" writes to standard output when it is not a terminal).\n";
 
 static const char  help_times[] =
@@ -145,7 +155,7 @@ enum {
     O_SLOWEST = 1 << 0, O_SERVICE = 1 << 1, O_SINCE = 1 << 2,
     O_UNTIL = 1 << 3, O_IDS = 1 << 4, O_TRACE = 1 << 5, O_SPAN = 1 << 6,
     O_RANGE = 1 << 7, O_OUT = 1 << 8, O_WIDTH = 1 << 9, O_TITLE = 1 << 10,
-    O_BASE = 1 << 11, O_COMPARE = 1 << 12
+    O_BASE = 1 << 11, O_COMPARE = 1 << 12, O_TYPE = 1 << 13
 };
 
 static const struct {
@@ -160,6 +170,7 @@ static const struct {
     { "-o", O_OUT, 1 }, { "--output", O_OUT, 1 },
     { "--width", O_WIDTH, 1 }, { "--title", O_TITLE, 1 },
     { "--base", O_BASE, 1 }, { "--compare", O_COMPARE, 1 },
+    { "--type", O_TYPE, 1 },
 };
 
 #define NOPTS  (sizeof(options) / sizeof(options[0]))
@@ -310,6 +321,7 @@ typedef struct {
     const char    *dir;
     cli_spans_t    spans;
     cli_model_t    model;
+    char          *unit;        /* type_label's */
 } data_t;
 
 /* Spans: LOAD_NO_SPANS only checks that traces.jsonl exists (for the
@@ -318,8 +330,9 @@ typedef struct {
 enum { LOAD_NO_SPANS, LOAD_SPANS, LOAD_NEED_SPANS };
 
 static void
-load(data_t *d, const char *dir, int spans)
+load(data_t *d, const args_t *a, int spans)
 {
+    const char  *dir = a->dir;
     struct stat  st;
     long         nprof;
     char        *path;
@@ -355,6 +368,7 @@ load(data_t *d, const char *dir, int spans)
                 d->spans.path, dir);
     }
     cli_model_init(&d->model);
+    d->model.want_type = opt(a, O_TYPE);
     cli_profiles_load(&d->model, dir, INT64_MIN, INT64_MAX);
 }
 
@@ -363,6 +377,28 @@ unload(data_t *d)
 {
     cli_spans_free(&d->spans);
     cli_model_free(&d->model);
+    free(d->unit);
+}
+
+/* With --type: "TYPE/UNIT", what the loaded values count (for titles and
+ * hover texts); NULL without. */
+static const char *
+type_label(data_t *d)
+{
+    size_t  n;
+
+    if (d->model.want_type == NULL) {
+        return NULL;
+    }
+    if (d->unit == NULL) {
+        n = strlen(d->model.type ? d->model.type : d->model.want_type)
+            + strlen(d->model.unit ? d->model.unit : "") + 2;
+        d->unit = xmalloc(n);
+        snprintf(d->unit, n, "%s/%s",
+                 d->model.type ? d->model.type : d->model.want_type,
+                 d->model.unit ? d->model.unit : "");
+    }
+    return d->unit;
 }
 
 /* The distinct full ids starting with prefix: trace ids (span == 0) or the
@@ -809,7 +845,7 @@ cmd_traces(args_t *a)
     slowest = opt_long(a, O_SLOWEST, "--slowest", 10, 1, 1000000);
     since = opt_time(a, O_SINCE, "--since", INT64_MIN);
     until = opt_time(a, O_UNTIL, "--until", INT64_MAX);
-    load(&d, a->dir, LOAD_NEED_SPANS);
+    load(&d, a, LOAD_NEED_SPANS);
     if (d.spans.n == 0) {
         cli_die("%s: no spans (%zu line%s, %zu skipped)", d.spans.path,
                 d.spans.lines, d.spans.lines == 1 ? "" : "s",
@@ -1184,13 +1220,17 @@ cmd_flamegraph(args_t *a)
     memset(&o, 0, sizeof(o));
     o.width = (int) opt_long(a, O_WIDTH, "--width", 1200, 300, 100000);
     refuse_tty(a, out, "an SVG");
-    load(&d, a->dir, check_selection(a, &s));
+    load(&d, a, check_selection(a, &s));
     select_from_args(a, &d, &s);
 
     sp_buf_init(&title);
     sp_buf_init(&sub);
     sp_buf_init(&svg);
     titles(&d, &s, &title, &sub);
+    if (type_label(&d) != NULL) {
+        sp_buf_appendf(&sub, " \xc2\xb7 values: %s", type_label(&d));
+    }
+    o.unit = type_label(&d);
     sp_buf_append_char(&title, '\0');
     sp_buf_append_char(&sub, '\0');
     o.title = opt(a, O_TITLE) ? opt(a, O_TITLE) : (char *) title.data;
@@ -1226,7 +1266,7 @@ cmd_folded(args_t *a)
     cli_tree_t   t;
     sp_buf_t     b;
 
-    load(&d, a->dir, check_selection(a, &s));
+    load(&d, a, check_selection(a, &s));
     select_from_args(a, &d, &s);
     cli_tree_init(&t, &d.model.strs);
     cli_tree_add_samples(&t, &d.model, s.sel, s.nsel, 0);
@@ -1258,7 +1298,7 @@ cmd_pprof(args_t *a)
                       "output)");
     }
     refuse_tty(a, out, "a gzip'd pprof profile");
-    load(&d, a->dir, check_selection(a, &s));
+    load(&d, a, check_selection(a, &s));
     select_from_args(a, &d, &s);
     sp_buf_init(&b);
     cli_model_write_pprof(&d.model, s.sel, s.nsel, &b);
@@ -1322,7 +1362,7 @@ cmd_diff(args_t *a)
     o.width = (int) opt_long(a, O_WIDTH, "--width", 1200, 300, 100000);
     o.diff = 1;
     refuse_tty(a, out, "an SVG");
-    load(&d, a->dir, LOAD_NO_SPANS);
+    load(&d, a, LOAD_NO_SPANS);
     nb = select_range(a, &d, bfrom, bto, "--base", &bsel, &bsamples, &bfiles);
     nc = select_range(a, &d, cfrom, cto, "--compare", &csel, &csamples,
                       &cfiles);
@@ -1337,6 +1377,10 @@ cmd_diff(args_t *a)
                    "compare \xc2\xb7 red: larger share, blue: smaller",
                    (long long) csamples, cfiles, cfiles == 1 ? "" : "s",
                    (long long) bsamples, bfiles, bfiles == 1 ? "" : "s");
+    if (type_label(&d) != NULL) {
+        sp_buf_appendf(&sub, " \xc2\xb7 values: %s", type_label(&d));
+    }
+    o.unit = type_label(&d);
     sp_buf_append_char(&title, '\0');
     sp_buf_append_char(&sub, '\0');
     if (sp_buf_failed(&title) || sp_buf_failed(&sub)) {
@@ -1381,11 +1425,12 @@ main(int argc, char **argv)
         { "traces", cmd_traces,
           O_SLOWEST | O_SERVICE | O_SINCE | O_UNTIL | O_IDS },
         { "flamegraph", cmd_flamegraph,
-          O_TRACE | O_SPAN | O_RANGE | O_OUT | O_WIDTH | O_TITLE },
+          O_TRACE | O_SPAN | O_RANGE | O_OUT | O_WIDTH | O_TITLE | O_TYPE },
         { "diff", cmd_diff,
-          O_BASE | O_COMPARE | O_OUT | O_WIDTH | O_TITLE },
-        { "folded", cmd_folded, O_TRACE | O_SPAN | O_RANGE | O_OUT },
-        { "pprof", cmd_pprof, O_TRACE | O_SPAN | O_RANGE | O_OUT },
+          O_BASE | O_COMPARE | O_OUT | O_WIDTH | O_TITLE | O_TYPE },
+        { "folded", cmd_folded,
+          O_TRACE | O_SPAN | O_RANGE | O_OUT | O_TYPE },
+        { "pprof", cmd_pprof, O_TRACE | O_SPAN | O_RANGE | O_OUT | O_TYPE },
     };
     args_t  a;
     size_t  i;

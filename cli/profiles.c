@@ -16,6 +16,7 @@
 
 #include "common/base/arena.h"
 #include "common/trace/ids.h"
+#include "common/export/gzip.h"
 #include "common/export/pprof.h"
 #include "common/profile/profile.h"
 #include "cli/spanprof.h"
@@ -54,6 +55,10 @@ cli_model_free(cli_model_t *m)
     cli_keymap_free(&m->func_ids);
     cli_keymap_free(&m->map_ids);
     cli_keymap_free(&m->loc_ids);
+    free(m->type);
+    free(m->unit);
+    free(m->period_type);
+    free(m->period_unit);
 }
 
 /* --- gzip ---------------------------------------------------------------- */
@@ -331,11 +336,27 @@ load_locations(load_t *l)
     return 0;
 }
 
+/* 1 when sample_type i is what want ("TYPE" or "TYPE/UNIT") names. */
+static int
+type_is(const char *want, const char *type, const char *unit)
+{
+    size_t  n = strlen(type);
+
+    if (strcmp(want, type) == 0) {
+        return 1;
+    }
+    return strncmp(want, type, n) == 0 && want[n] == '/'
+           && strcmp(want + n + 1, unit) == 0;
+}
+
+/* The index of the values to load: m->want_type's, or by default
+ * samples/count when there is one, else the first. */
 static int
 count_index(load_t *l, size_t *idx)
 {
     const char  *type, *unit;
-    size_t       i;
+    size_t       i, n;
+    int          found = 0;
 
     *idx = 0;
     for (i = 0; i < l->pb->n_sample_type; i++) {
@@ -345,9 +366,41 @@ count_index(load_t *l, size_t *idx)
             return invalid(l, "sample_type %zu has a string index out of "
                            "range", i);
         }
-        if (strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0) {
+        if (found) {
+            continue;
+        }
+        if (l->m->want_type != NULL ? type_is(l->m->want_type, type, unit)
+            : strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0)
+        {
             *idx = i;
-            return 0;
+            found = 1;
+        }
+    }
+    if (!found && l->m->want_type != NULL) {
+        n = (size_t) snprintf(l->err, l->errlen, "no sample type \"%s\" "
+                              "(--type); its sample types:",
+                              l->m->want_type);
+        for (i = 0; i < l->pb->n_sample_type && n < l->errlen; i++) {
+            n += (size_t) snprintf(l->err + n, l->errlen - n, "%s %s/%s",
+                                   i ? "," : "",
+                                   pb_str(l, l->pb->sample_type[i]->type),
+                                   pb_str(l, l->pb->sample_type[i]->unit));
+        }
+        if (l->pb->n_sample_type == 0 && n < l->errlen) {
+            snprintf(l->err + n, l->errlen - n, " none");
+        }
+        return -1;
+    }
+    /* What the values are, from the first file loaded. */
+    if (l->m->type == NULL && i > 0 && *idx < l->pb->n_sample_type) {
+        l->m->type = xstrdup(pb_str(l, l->pb->sample_type[*idx]->type));
+        l->m->unit = xstrdup(pb_str(l, l->pb->sample_type[*idx]->unit));
+        if (l->pb->period_type != NULL
+            && pb_str(l, l->pb->period_type->type) != NULL
+            && pb_str(l, l->pb->period_type->unit) != NULL)
+        {
+            l->m->period_type = xstrdup(pb_str(l, l->pb->period_type->type));
+            l->m->period_unit = xstrdup(pb_str(l, l->pb->period_type->unit));
         }
     }
     return 0;
@@ -699,6 +752,84 @@ str_or_null(const cli_model_t *m, int32_t s)
     return s >= 0 ? m->strs.strs[s] : NULL;
 }
 
+/* The string table index of s in pb, appended when absent (the new table
+ * is malloc'd: *strs keeps it to free). */
+static int64_t
+pb_intern(pb_profile_t *pb, char ***strs, const char *s)
+{
+    size_t  i;
+
+    for (i = 0; i < pb->n_string_table; i++) {
+        if (strcmp(pb->string_table[i], s) == 0) {
+            return (int64_t) i;
+        }
+    }
+    if (*strs == NULL) {
+        *strs = xmalloc((pb->n_string_table + 8) * sizeof(char *));
+        memcpy(*strs, pb->string_table, pb->n_string_table * sizeof(char *));
+        pb->string_table = *strs;
+    }
+    (*strs)[pb->n_string_table] = (char *) s;
+    return (int64_t) pb->n_string_table++;
+}
+
+/* plain (pprof.c's encoding: values [count, count * period]) rewritten
+ * with one sample type, m's type/unit, valued the count (the loaded
+ * type's value), and m's period type; gzip'd onto out. */
+static void
+retype(const cli_model_t *m, const sp_buf_t *plain, sp_buf_t *out)
+{
+    static const Perftools__Profiles__ValueType  vt_init =
+        PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+    Perftools__Profiles__ValueType  st = vt_init, pt = vt_init, *stp = &st;
+    Perftools__Profiles__ValueType **sample_type, *period_type;
+    pb_profile_t                   *pb;
+    char                          **strs = NULL, **strtab;
+    uint8_t                        *packed;
+    size_t                          i, n, n_sample_type, nstr;
+
+    pb = perftools__profiles__profile__unpack(NULL, plain->len, plain->data);
+    if (pb == NULL) {
+        cli_die("cannot encode the pprof profile");
+    }
+    /* The message's own, put back before it is freed. */
+    sample_type = pb->sample_type;
+    n_sample_type = pb->n_sample_type;
+    period_type = pb->period_type;
+    strtab = pb->string_table;
+    nstr = pb->n_string_table;
+    /* At most 4 strings are added: room made by pb_intern. */
+    st.type = pb_intern(pb, &strs, m->type ? m->type : m->want_type);
+    st.unit = pb_intern(pb, &strs, m->unit ? m->unit : "");
+    pb->sample_type = &stp;
+    pb->n_sample_type = 1;
+    if (m->period_type != NULL) {
+        pt.type = pb_intern(pb, &strs, m->period_type);
+        pt.unit = pb_intern(pb, &strs, m->period_unit);
+        pb->period_type = &pt;
+    } else {
+        pb->period_type = NULL;
+        pb->period = 0;
+    }
+    for (i = 0; i < pb->n_sample; i++) {
+        pb->sample[i]->n_value = pb->sample[i]->n_value > 0 ? 1 : 0;
+    }
+    n = perftools__profiles__profile__get_packed_size(pb);
+    packed = xmalloc(n + 1);
+    n = perftools__profiles__profile__pack(pb, packed);
+    if (sp_gzip_append(packed, n, out) != 0) {
+        cli_die("cannot compress the pprof profile");
+    }
+    free(packed);
+    pb->sample_type = sample_type;
+    pb->n_sample_type = n_sample_type;
+    pb->period_type = period_type;
+    pb->string_table = strtab;
+    pb->n_string_table = nstr;
+    perftools__profiles__profile__free_unpacked(pb, NULL);
+    free(strs);
+}
+
 void
 cli_model_write_pprof(const cli_model_t *m, const size_t *sel, size_t nsel,
     sp_buf_t *out)
@@ -784,8 +915,20 @@ cli_model_write_pprof(const cli_model_t *m, const size_t *sel, size_t nsel,
     p.end_ns = nsel > 0 ? (uint64_t) end : 0;
 
     sp_arena_init(&arena, 1024 * 1024);
-    if (sp_pprof_encode(&arena, &p, 1, out) != 0) {
-        cli_die("cannot encode the pprof profile");
+    if (m->want_type == NULL) {
+        if (sp_pprof_encode(&arena, &p, 1, out) != 0) {
+            cli_die("cannot encode the pprof profile");
+        }
+    } else {
+        sp_buf_t  plain;
+
+        /* The values are the --type's: written as that one sample type. */
+        sp_buf_init(&plain);
+        if (sp_pprof_encode(&arena, &p, 0, &plain) != 0) {
+            cli_die("cannot encode the pprof profile");
+        }
+        retype(m, &plain, out);
+        sp_buf_free(&plain);
     }
     sp_arena_free(&arena);
     free(loc_map);

@@ -178,6 +178,14 @@ typedef struct {
                                          * would take it past INT64_MAX is
                                          * refused */
     cli_keymap_t    func_ids, map_ids, loc_ids;
+    /* The sample type whose values are loaded: "TYPE" or "TYPE/UNIT" of a
+     * sample_type (--type; set before loading), NULL: samples/count when
+     * a file has it, else its first. type and unit: what the first file
+     * loaded had (NULL before); with want_type, a file without it is an
+     * error listing the types it has. */
+    const char     *want_type;
+    char           *type, *unit;
+    char           *period_type, *period_unit;
 } cli_model_t;
 
 void cli_model_init(cli_model_t *m);
@@ -196,7 +204,10 @@ int  cli_profile_load_file(cli_model_t *m, const char *path, char *err,
  * number of indices written to a new array *out. */
 size_t cli_model_select(const cli_model_t *m, int32_t trace, int32_t span,
     size_t **out);
-/* A gzip'd pprof of the given samples, through common/export/pprof.c. */
+/* A gzip'd pprof of the given samples, through common/export/pprof.c
+ * (sample types samples/count and cpu/nanoseconds); with want_type, one
+ * sample type, the one loaded (its values as read), and the period type
+ * of the files. */
 void cli_model_write_pprof(const cli_model_t *m, const size_t *sel,
     size_t nsel, sp_buf_t *out);
 
@@ -241,6 +252,8 @@ typedef struct {
     const char *doc_title;          /* the SVG's <title>, or NULL */
     int         width;              /* px */
     int         diff;               /* colour by side 0 vs side 1 */
+    const char *unit;               /* what the values count ("alloc_space/
+                                     * bytes"); NULL: samples */
 } cli_svg_opts_t;
 
 void cli_tree_svg(const cli_tree_t *t, const cli_svg_opts_t *o, sp_buf_t *out);

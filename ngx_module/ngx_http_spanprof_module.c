@@ -116,6 +116,11 @@ static ngx_conf_num_bounds_t  ngx_http_spanprof_max_size_bounds = {
     ngx_conf_check_num_bounds, SP_PROFILE_MAX_SIZE_MIN, 1024 * 1024 * 1024
 };
 
+/* samples of one profile ([truncated] included) */
+static ngx_conf_num_bounds_t  ngx_http_spanprof_max_samples_bounds = {
+    ngx_conf_check_num_bounds, 1, SP_PROFILE_MAX_SAMPLES_MAX
+};
+
 
 /* The directives inside otel_exporter { }: parsed by our block handler, so
  * they are not registered with nginx. */
@@ -290,6 +295,13 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_spanprof_main_conf_t, profiling_max_size),
       &ngx_http_spanprof_max_size_bounds },
+
+    { ngx_string("otel_profiling_max_samples"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_max_samples),
+      &ngx_http_spanprof_max_samples_bounds },
 
     { ngx_string("otel_api"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
@@ -507,6 +519,7 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
     mcf->profiling_interval = NGX_CONF_UNSET_MSEC;
     mcf->profiling_max_depth = NGX_CONF_UNSET_UINT;
     mcf->profiling_max_size = NGX_CONF_UNSET_SIZE;
+    mcf->profiling_max_samples = NGX_CONF_UNSET_UINT;
 
     return mcf;
 }
@@ -540,6 +553,8 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->profiling_max_depth, 64);
     ngx_conf_init_size_value(mcf->profiling_max_size,
                              SP_PROFILE_MAX_SIZE_DEFAULT);
+    ngx_conf_init_uint_value(mcf->profiling_max_samples,
+                             SP_PROFILE_MAX_SAMPLES_DEFAULT);
 
     return NGX_CONF_OK;
 }
@@ -1504,6 +1519,7 @@ ngx_http_spanprof_init_process(ngx_cycle_t *cycle)
     ec.profiling = (int) mcf->profiling_used;
     ec.profiles_interval_ms = mcf->profiling_interval;
     ec.profiles_max_size = mcf->profiling_max_size;
+    ec.profiles_max_samples = mcf->profiling_max_samples;
     ec.pyroscope_url = mcf->pyroscope.len ? (const char *) mcf->pyroscope.data
                                           : NULL;
     if (mcf->profiling_redact != NULL) {

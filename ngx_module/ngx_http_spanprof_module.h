@@ -86,6 +86,7 @@ typedef struct {
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
     size_t                       profiling_max_size;
+    ngx_uint_t                   profiling_max_samples;
     ngx_str_t                    pyroscope;
     sp_load_shedder_conf_t       profiling_shed;  /* zero: off */
     ngx_flag_t                   profiling_shed_set;

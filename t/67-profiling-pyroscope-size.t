@@ -9,12 +9,21 @@
 #   files keep trace_id.
 # - otel_profiling_max_size / OtelProfilingMaxSize: with a 2k bound and
 #   many distinct requests (one stack + span label set each), every
-#   exported profile (Pyroscope's and the file's) is at most 2048 bytes, the
-#   least-sampled stacks are in one "[truncated]" sample, and no sample is
-#   lost: each Pyroscope profile's total equals the file profile's of the
-#   same interval and the total the error log line reports, which says how
-#   many were merged.
-# - Bad sizes are refused by nginx -t / apache2 -t with file:line.
+#   exported profile (Pyroscope's and the file's) is at most 2048 bytes
+#   DECOMPRESSED (the size Pyroscope's validation.max-profile-size-bytes
+#   checks), the least-sampled stacks are in one "[truncated]" sample, and
+#   no sample is lost: each Pyroscope profile's total equals the file
+#   profile's of the same interval and the total the error log line
+#   reports, which says how many were merged. The OTLP profiles (gzip'd
+#   by the exporter) are bounded the same way before compression.
+# - otel_profiling_max_samples / OtelProfilingMaxSamples (Pyroscope's
+#   validation.max-profile-stacktrace-samples): with 25 and many distinct
+#   requests, every OTLP (nginx), pprof file (Apache) and Pyroscope profile
+#   has at most 25 samples, the
+#   truncated ones exactly 25 with one [truncated], totals kept; logged,
+#   and counted in the status API (profiles_over_max_samples).
+# - Bad sizes and sample counts are refused by nginx -t / apache2 -t with
+#   file:line.
 #
 # Every profile is decoded by protoc (SpanProf::Profile).
 use strict;
@@ -32,6 +41,14 @@ need_apache_module();
 
 my $BOUND = 2048;
 
+# Bytes of the gunzip of $gz (gzip'd pprof): what Pyroscope measures.
+sub plain_size {
+    my ($gz) = @_;
+    my $plain;
+    gunzip(\$gz => \$plain) or die "gunzip failed: $GunzipError\n";
+    return length $plain;
+}
+
 sub url_decode { my $s = shift; $s =~ tr/+/ /; $s =~ s/%([0-9A-Fa-f]{2})/chr hex $1/ge; return $s }
 
 # The Pyroscope ingests the receiver stored: [{ query => {..}, bytes =>
@@ -47,6 +64,7 @@ sub pyroscope_ingests {
         my $bytes = $part ? $part->{content} : '';
         my $p = eval { decode_pprof($bytes) };
         push @out, { query => \%qp, raw_query => $query, bytes => $bytes, decoded => $p,
+            plain => plain_size($bytes),
             samples => [ $p ? pprof_samples($p) : () ], meta => $p ? pprof_meta($p) : {} };
     }
     return @out;
@@ -57,7 +75,8 @@ sub file_profiles {
     my ($dir) = @_;
     return map {
         my $p = read_pprof_file($_);
-        { file => $_, bytes => -s $_, samples => [ pprof_samples($p) ], meta => pprof_meta($p) }
+        { file => $_, bytes => -s $_, plain => plain_size(SpanProf::Test::_slurp($_)),
+          samples => [ pprof_samples($p) ], meta => pprof_meta($p) }
     } pprof_files($dir);
 }
 
@@ -105,11 +124,13 @@ sub check_bound {
     my @f = file_profiles($dir);
     ok @ing >= 1 && @f >= 1, scalar(@ing) . ' Pyroscope ingest(s), ' . scalar(@f) . ' file(s)'
         or return diag $recv->summary;
-    my @over = grep { length($_->{bytes}) > $BOUND } @ing;
-    is scalar @over, 0, 'every Pyroscope profile <= ' . $BOUND . ' bytes: '
-        . join(' ', map { length $_->{bytes} } @ing);
-    @over = grep { $_->{bytes} > $BOUND } @f;
-    is scalar @over, 0, 'every pprof file <= ' . $BOUND . ' bytes: ' . join(' ', map { $_->{bytes} } @f);
+    # The size a receiver checks is the decompressed one.
+    my @over = grep { $_->{plain} > $BOUND } @ing;
+    is scalar @over, 0, 'every Pyroscope profile <= ' . $BOUND . ' bytes decompressed: '
+        . join(' ', map { "$_->{plain} (gzip " . length($_->{bytes}) . ')' } @ing);
+    @over = grep { $_->{plain} > $BOUND } @f;
+    is scalar @over, 0, 'every pprof file <= ' . $BOUND . ' bytes decompressed: '
+        . join(' ', map { "$_->{plain} (gzip $_->{bytes})" } @f);
 
     my %file_by_time = map { ($_->{meta}{time_nanos} => $_) } @f;
     my @lines = grep { /profile truncated to otel_profiling_max_size $BOUND/ } split /\n/, $log;
@@ -181,7 +202,7 @@ subtest 'nginx: Pyroscope labels and series labels; files keep trace_id' => sub 
     $ngx->quit(15);
     check_labels(recv => $recv, dir => $ngx->prefix . '/prof', sids => \%sids,
         app => 'pyro67_web', labels => $LABELS);
-    unlike $ngx->error_log, qr/profile truncated/, 'nothing truncated under the default 10m';
+    unlike $ngx->error_log, qr/profile truncated/, 'nothing truncated under the defaults';
     $ngx->stop;
     $recv->stop;
 };
@@ -215,6 +236,124 @@ subtest 'nginx -t: bad otel_profiling_max_size' => sub {
     }
     my ($rc, $out) = nginx_t("otel_profiling_pyroscope http://127.0.0.1:4040;\notel_profiling_max_size 1k;\n$srv");
     is $rc, 0, 'otel_profiling_max_size 1k passes' or diag $out;
+};
+
+# otel_profiling_max_samples: $ing Pyroscope ingests, and either $otlp OTLP
+# samples (by request seq) or $files pprof files; $log the error log.
+my $CAP = 25;
+sub check_cap {
+    my (%o) = @_;
+    my ($ing, $otlp, $files, $log, $min_total) = @o{qw(ing otlp files log min_total)};
+    my %by_seq;
+    push @{ $by_seq{ $_->{seq} } }, $_ for @{ $otlp || [] };
+    my $other = $otlp ? 'OTLP' : 'file';
+    my @others = $otlp ? (map { [ "OTLP request $_", $by_seq{$_} ] } sort { $a <=> $b } keys %by_seq)
+                       : (map { [ "file $_->{file}", $_->{samples} ] } @$files);
+    my @profiles = ((map { [ 'Pyroscope ' . $_->{meta}{time_nanos}, $_->{samples} ] } @$ing), @others);
+    ok @$ing >= 1 && @others >= 1, scalar(@$ing) . " Pyroscope ingest(s), " . scalar(@others)
+        . " $other profile(s)" or return;
+    my %capped;
+    for my $pr (@profiles) {
+        my ($what, $smp) = @$pr;
+        my ($n, $tc) = truncated_count($smp);
+        ok @$smp <= $CAP, "$what: " . scalar(@$smp) . " samples <= $CAP";
+        ok $n <= 1, "$what: at most one [truncated] sample";
+        next unless $n;
+        $capped{ (split / /, $what)[0] }++;
+        is scalar(@$smp), $CAP, "$what: truncated to exactly $CAP samples ($tc samples merged)";
+    }
+    ok $capped{Pyroscope}, ($capped{Pyroscope} // 0) . ' Pyroscope profile(s) capped';
+    ok $capped{$other}, ($capped{$other} // 0) . " $other profile(s) capped";
+    my $pt = total(map { @{ $_->{samples} } } @$ing);
+    my $ot = total(map { @{ $_->[1] } } @others);
+    ok $pt >= $min_total && $ot >= $min_total, "no sample lost: Pyroscope $pt, $other $ot (>= $min_total)";
+    my $what = $otlp ? 'OTLP' : 'pprof file';
+    my @lines = grep { /profile truncated to otel_profiling_max_samples $CAP: \d+ of \d+ stacks, \d+ of \d+ samples merged into \[truncated\]/ }
+        split /\n/, $log;
+    ok scalar(grep { /Pyroscope profile/ } @lines) >= 1 && scalar(grep { /\Q$what\E profile/ } @lines) >= 1,
+        'the error log says so for both' or diag join "\n", grep { /truncated/ } split /\n/, $log;
+}
+
+my $NGX_OTLP = <<'EOF';
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; compression gzip; interval 100ms; }
+otel_service_name cap67;
+otel_profiling_rate 1000;
+otel_profiling_interval 1s;
+otel_profiling_pyroscope %%RECEIVER%%/pyro;
+%%LIMITS%%
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    location /alpha/ { spanprof_burn alpha 4; }
+    location /beta/ { spanprof_burn beta 4; }
+    location = /api { otel_trace off; otel_profiling off; otel_api; }
+}
+EOF
+
+sub ngx_burn_300 {
+    my ($ngx) = @_;
+    my $n = 0;
+    for my $i (1 .. 300) {
+        my $r = http_get($ngx->port, ($i % 2 ? '/alpha/' : '/beta/') . $i);
+        $n++ if $r->{status} == 200;
+    }
+    is $n, 300, '300 requests of 4 ms CPU each';
+}
+
+subtest "nginx: otel_profiling_max_samples $CAP, OTLP and Pyroscope" => sub {
+    my $recv = start_receiver();
+    (my $conf = $NGX_OTLP) =~ s/%%LIMITS%%/otel_profiling_max_samples $CAP;/;
+    my $ngx = start_nginx(receiver => $recv, burn => 1, conf => $conf);
+    ngx_burn_300($ngx);
+    my ($js, $ps) = (0, 0);
+    ok wait_until(15, sub { ($js, $ps) = api_counter($ngx->port, '/api', 'profiles_over_max_samples');
+                            ($js // 0) >= 2 }),
+        'status API: profiles_over_max_samples ' . ($js // 'none') . ' (JSON), ' . ($ps // 'none') . ' (Prometheus)';
+    $ngx->quit(15);
+    check_cap(ing => [ pyroscope_ingests($recv) ], otlp => [ collect_otlp_samples($recv) ],
+        log => $ngx->error_log, min_total => 900);
+    $ngx->stop;
+    $recv->stop;
+};
+
+# OTLP is bounded before the exporter's gzip: each request body the
+# receiver gunzipped is within the bound.
+subtest 'nginx: otel_profiling_max_size 4k, OTLP bounded before compression' => sub {
+    my $recv = start_receiver();
+    (my $conf = $NGX_OTLP) =~ s/%%LIMITS%%/otel_profiling_max_size 4k;/;
+    my $ngx = start_nginx(receiver => $recv, burn => 1, conf => $conf);
+    ngx_burn_300($ngx);
+    $ngx->quit(15);
+    my @req = profile_requests($recv);
+    ok @req >= 1, scalar(@req) . ' OTLP requests' or return;
+    is scalar(grep { ($_->{raw_encoding} // '') ne 'gzip' } @req), 0, 'all sent gzip\'d';
+    is scalar(grep { length($_->{body}) > 4096 } @req), 0, 'every one <= 4096 bytes decompressed: '
+        . join(' ', map { length($_->{body}) . ' (gzip ' . length($_->{raw_body} // '') . ')' } @req);
+    my @s = collect_otlp_samples($recv);
+    my ($n) = truncated_count(\@s);
+    ok $n >= 1, "$n OTLP profile(s) with a [truncated] sample";
+    ok total(@s) >= 900, 'no sample lost: ' . total(@s);
+    like $ngx->error_log, qr/OTLP profile truncated to otel_profiling_max_size 4096 \(\d+ bytes uncompressed\)/,
+        'logged';
+    $ngx->stop;
+    $recv->stop;
+};
+
+subtest 'nginx -t: bad otel_profiling_max_samples' => sub {
+    my $srv = "server {\n    listen 127.0.0.1:%%PORT%%;\n    otel_profiling on;\n    location / { return 204; }\n}\n";
+    for my $c (['0', qr/between 1 and 100000000/], ['many', qr/invalid number/],
+               ['100000001', qr/between 1 and 100000000/])
+    {
+        my ($v, $msg) = @$c;
+        my ($rc, $out, $path, $text) = nginx_t("otel_profiling_pyroscope http://127.0.0.1:4040;\notel_profiling_max_samples $v;\n$srv");
+        isnt $rc, 0, "otel_profiling_max_samples $v: nginx -t fails";
+        my $line = conf_line($text, qr/otel_profiling_max_samples \Q$v\E;/);
+        like $out, qr/\Q$path\E:$line\b/, "... at nginx.conf:$line" or diag $out;
+        like $out, $msg, "... $msg" or diag $out;
+    }
+    my ($rc, $out) = nginx_t("otel_profiling_pyroscope http://127.0.0.1:4040;\notel_profiling_max_samples 1;\n$srv");
+    is $rc, 0, 'otel_profiling_max_samples 1 passes' or diag $out;
 };
 
 # ---------------------------------------------------------------------------
@@ -274,6 +413,27 @@ subtest 'Apache: OtelProfilingMaxSize 2k, many distinct stacks' => sub {
     $recv->stop;
 };
 
+subtest "Apache: OtelProfilingMaxSamples $CAP" => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'event', conf => "${AP}OtelProfilingMaxSamples $CAP\n"
+        . "<Location /api>\n    SetHandler spanprof-api\n</Location>\n", burn => 1,
+        dirs => ['out'], receiver => $recv);
+    my $n = 0;
+    for my $i (1 .. 300) {
+        my $r = http_get($ap->port, '/burn?fn=' . ($i % 2 ? 'alpha' : 'beta') . "&ms=4&n=$i");
+        $n++ if ($r->{content} // '') =~ /^(alpha|beta) 4 /;
+    }
+    is $n, 300, '300 requests of 4 ms CPU each';
+    my ($js, $ps) = (0, 0);
+    ok wait_until(15, sub { ($js, $ps) = api_counter($ap->port, '/api', 'profiles_over_max_samples');
+                            ($js // 0) >= 2 }),
+        'status API: profiles_over_max_samples ' . ($js // 'none') . ' (JSON), ' . ($ps // 'none') . ' (Prometheus)';
+    $ap->stop;
+    check_cap(ing => [ pyroscope_ingests($recv) ], files => [ file_profiles($ap->prefix . '/out') ],
+        log => $ap->error_log, min_total => 900);
+    $recv->stop;
+};
+
 subtest 'apache2 -t: bad OtelProfilingMaxSize' => sub {
     my $base = "OtelProfilingPyroscope http://127.0.0.1:4040/\n";
     for my $v ('512', '2x', '-1', '2g', 'k') {
@@ -286,6 +446,20 @@ subtest 'apache2 -t: bad OtelProfilingMaxSize' => sub {
     }
     my ($code, $out) = apache_t("${base}OtelProfilingMaxSize 1k\n");
     is $code, 0, 'OtelProfilingMaxSize 1k passes' or diag $out;
+};
+
+subtest 'apache2 -t: bad OtelProfilingMaxSamples' => sub {
+    my $base = "OtelProfilingPyroscope http://127.0.0.1:4040/\n";
+    for my $v ('0', 'many', '-5', '100000001', '2k') {
+        my ($code, $out, $path, $text) = apache_t("${base}OtelProfilingMaxSamples $v\n");
+        isnt $code, 0, "OtelProfilingMaxSamples $v: apache2 -t fails";
+        my $line = conf_line($text, qr/OtelProfilingMaxSamples \Q$v\E$/);
+        like $out, qr/line $line of \Q$path\E/, "... line $line of httpd.conf" or diag $out;
+        like $out, qr/OtelProfilingMaxSamples: invalid value "\Q$v\E": expected an integer from 1 to 100000000/,
+            '... the reason' or diag $out;
+    }
+    my ($code, $out) = apache_t("${base}OtelProfilingMaxSamples 1\n");
+    is $code, 0, 'OtelProfilingMaxSamples 1 passes' or diag $out;
 };
 
 done_testing;

@@ -445,10 +445,109 @@ one_line_error(run_cli('traces'), 2, qr{traces: which directory\? .*}, 'no direc
 one_line_error(run_cli('traces', $dir, $dir), 2, qr{traces: unexpected argument .*}, 'two directories');
 one_line_error(run_cli('folded', $dir, '--trace'), 2, qr{folded: --trace needs a value .*}, 'missing value');
 
+# --- --type: the sample type of multi-type profiles -------------------------
+# Go heap profiles (four sample types, no samples/count) and a cpu + wall
+# profile, encoded by protoc from text: each type gives its own values.
+{
+    my $heap = "$tmp/heap";
+    mkdir $heap or die;
+    my @ht = ([qw(alloc_objects count)], [qw(alloc_space bytes)],
+              [qw(inuse_objects count)], [qw(inuse_space bytes)]);
+    my %common = (types => \@ht, period_type => [qw(space bytes)], period => 524288,
+                  functions => [qw(main alloc_a alloc_b)], locations => [[1], [2], [3]]);
+    write_file("$heap/cpu-${T0}000-7.pb.gz", gzip_bytes(pprof_encode(profile_text(%common,
+        time => $T0 * 1e9, duration => 10e9,
+        samples => [ { stack => [2, 1], values => [10, 40960, 2, 8192] },
+                     { stack => [3, 1], values => [5, 1000, 5, 1000] } ]))));
+    write_file("$heap/cpu-" . ($T0 + 10) . "000-7.pb.gz", gzip_bytes(pprof_encode(profile_text(%common,
+        time => ($T0 + 10) * 1e9, duration => 10e9,
+        samples => [ { stack => [2, 1], values => [1, 4096, 1, 4096] },
+                     { stack => [3, 1], values => [7, 7000, 0, 0] } ]))));
+
+    my %want = (
+        ''                  => "main;alloc_a 11\nmain;alloc_b 12\n",   # the first type
+        alloc_objects       => "main;alloc_a 11\nmain;alloc_b 12\n",
+        alloc_space         => "main;alloc_a 45056\nmain;alloc_b 8000\n",
+        inuse_objects       => "main;alloc_a 3\nmain;alloc_b 5\n",
+        'inuse_space/bytes' => "main;alloc_a 12288\nmain;alloc_b 1000\n",
+    );
+    for my $t (sort keys %want) {
+        my $r = run_cli('folded', $heap, ($t ne '' ? ('--type', $t) : ()));
+        is $r->{exit}, 0, "heap folded --type '$t': exit 0" or diag $r->{err};
+        is $r->{out}, $want{$t}, "heap folded --type '$t': its own values";
+    }
+    my $types = 'alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes';
+    for my $t ('nope', 'inuse_space/count', 'samples') {
+        one_line_error(run_cli('folded', $heap, '--type', $t), 1,
+            qr{\Q$heap\E/cpu-${T0}000-7\.pb\.gz: no sample type "\Q$t\E" \(--type\); its sample types: \Q$types\E},
+            "--type $t: unknown, the available ones listed");
+    }
+    one_line_error(run_cli('traces', $heap, '--type', 'cpu'), 2,
+        qr{traces: unknown option "--type".*}, '--type is not a traces option');
+
+    my $r = run_cli('flamegraph', $heap, '--type', 'alloc_space', '-o', "$tmp/heap.svg");
+    is $r->{exit}, 0, 'heap flamegraph --type alloc_space' or diag $r->{err};
+    my $svg = read_file("$tmp/heap.svg");
+    my %f = map { $_->{name} => $_ } svg_frames($svg);
+    like $f{alloc_a}{info} // '', qr{\(45056 alloc_space/bytes, 84\.92%\)}, 'hover: alloc_a 45056 bytes, its share';
+    like $f{alloc_b}{info} // '', qr{\(8000 alloc_space/bytes, 15\.08%\)}, 'hover: alloc_b 8000 bytes';
+    like $svg, qr{values: alloc_space/bytes}, 'the subtitle names the type';
+
+    $r = run_cli('diff', $heap, '--type', 'inuse_space', '--base', "$T0.." . ($T0 + 5),
+                 '--compare', ($T0 + 10) . '..' . ($T0 + 15), '-o', "$tmp/heapdiff.svg");
+    is $r->{exit}, 0, 'heap diff --type inuse_space' or diag $r->{err};
+    %f = map { $_->{name} => $_ } svg_frames(read_file("$tmp/heapdiff.svg"));
+    like $f{alloc_a}{info} // '', qr{compare 4096 inuse_space/bytes, 100\.00%; base 8192 inuse_space/bytes, 89\.12%},
+        'diff: each range\'s inuse_space of alloc_a';
+    $r = run_cli('diff', $heap, '--type', 'nope', '--base', "$T0.." . ($T0 + 5),
+                 '--compare', ($T0 + 10) . '..' . ($T0 + 15), '-o', "$tmp/x.svg");
+    is $r->{exit}, 1, 'diff --type nope: exit 1';
+    like $r->{err}, qr{no sample type "nope"}, '... the reason';
+
+    $r = run_cli('pprof', $heap, '--type', 'alloc_space', '-o', "$tmp/heap.pb.gz");
+    is $r->{exit}, 0, 'heap pprof --type alloc_space' or diag $r->{err};
+    my $txt = pprof_decode(gunzip_bytes(read_file("$tmp/heap.pb.gz")));
+    my @strs = map { my $s = $_; $s =~ s/\\(.)/$1/g; $s } $txt =~ /^string_table: "(.*)"$/mg;
+    my @st = $txt =~ /^sample_type \{\s*type: (\d+)\s*unit: (\d+)\s*\}/mg;
+    is join(',', map { $strs[$_] } @st), 'alloc_space,bytes', 'protoc: one sample_type, alloc_space/bytes';
+    my @ptu = $txt =~ /^period_type \{\s*type: (\d+)\s*unit: (\d+)\s*\}/m;
+    is join(',', map { $strs[$_] } @ptu), 'space,bytes', '... the period type of the input';
+    my @vals = sort { $a <=> $b } map { my @v = /value: (-?\d+)/g; "@v" } $txt =~ /^sample \{(.*?)^\}/msg;
+    is_deeply \@vals, [1000, 4096, 7000, 40960], '... each sample its alloc_space value alone';
+    # the pprof written reads back with its one type
+    my $back = "$tmp/heapback";
+    mkdir $back or die;
+    write_file("$back/cpu-${T0}000-1.pb.gz", read_file("$tmp/heap.pb.gz"));
+    $r = run_cli('folded', $back, '--type', 'alloc_space');
+    is $r->{out}, "main;alloc_a 45056\nmain;alloc_b 8000\n", '... and reads back with the same values';
+
+    # cpu + wall (as a wall-clock sampler would write): --type wall
+    my $cw = "$tmp/cpuwall";
+    mkdir $cw or die;
+    write_file("$cw/cpu-${T0}000-9.pb.gz", gzip_bytes(pprof_encode(profile_text(
+        types => [[qw(samples count)], [qw(cpu nanoseconds)], [qw(wall nanoseconds)]],
+        time => $T0 * 1e9, duration => 10e9, period => 1e6,
+        functions => [qw(main work sleep)], locations => [[1], [2], [3]],
+        samples => [ { stack => [2, 1], values => [3, 3e6, 3e6] },
+                     { stack => [3, 1], values => [0, 0, 50e6] } ]))));
+    is run_cli('folded', $cw)->{out}, "main;work 3\n", 'cpu+wall: default samples/count (the off-CPU sample has none)';
+    is run_cli('folded', $cw, '--type', 'cpu')->{out}, "main;work 3000000\n", '--type cpu: CPU ns';
+    is run_cli('folded', $cw, '--type', 'wall')->{out}, "main;sleep 50000000\nmain;work 3000000\n",
+        '--type wall: wall ns, the sleeping stack too';
+    # the exporter's own profiles: --type cpu gives count x period
+    is run_cli('folded', $dir, '--type', 'cpu/nanoseconds')->{out}, <<'EOF', 'our profiles: --type cpu/nanoseconds';
+main;ngx_worker;epoll_wait 70000000
+main;ngx_worker;handler_a 2000000
+main;ngx_worker;handler_a;cold_a 9000000
+main;ngx_worker;handler_a;hot_a 42000000
+main;ngx_worker;handler_a;inlined_helper 3000000
+EOF
+}
+
 $r = run_cli('--help');
 is $r->{exit}, 0, '--help: exit 0';
 for my $o (qw(traces flamegraph diff folded pprof --slowest --service --since --until --ids
-              --trace --span --range -o --output --width --title --base --compare --help --version)) {
+              --trace --span --range -o --output --width --title --base --compare --type --help --version)) {
     like $r->{out}, qr{(?<![\w-])\Q$o\E(?![\w-])}, "help documents $o";
 }
 like $r->{out}, qr{RFC 3339}, 'help documents the time forms';

@@ -110,6 +110,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_profiles_truncated] = ts.profiles_truncated;
     st->v[SP_ST_samples_truncated] = ts.samples_truncated;
     st->v[SP_ST_profiles_oversized] = ts.profiles_oversized;
+    st->v[SP_ST_profiles_over_max_samples] = ts.profiles_over_max_samples;
 
     sp_load_shedder_get_stats(&ls);
     st->v[SP_ST_shed_rate_decreases] = ls.rate_decreases;

@@ -63,6 +63,8 @@
       "Samples merged into the [truncated] frame")                            \
     X(profiles_oversized, COUNTER,                                            \
       "Profiles over the size bound even fully merged (dropped)")             \
+    X(profiles_over_max_samples, COUNTER,                                     \
+      "Profile encodings over otel_profiling_max_samples, stacks merged")     \
     X(functions_redacted, COUNTER,                                            \
       "Function names exported as [REDACTED]")                                \
     X(shed_rate_decreases, COUNTER, "Load shedding: rate halved")             \

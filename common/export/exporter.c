@@ -860,6 +860,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
             .interval_ms = conf->profiles_interval_ms
                            ? conf->profiles_interval_ms : 10000,
             .max_size = conf->profiles_max_size,
+            .max_samples = conf->profiles_max_samples,
             .log = &e->conf.log,
             .redact = conf->profiling_redact,
         });

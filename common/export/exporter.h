@@ -83,6 +83,7 @@ typedef struct {
     uint64_t             profiles_interval_ms;
     const char          *pyroscope_url;      /* NULL: none */
     size_t               profiles_max_size;  /* bytes; 0: the default */
+    size_t               profiles_max_samples; /* 0: the default */
     /* otel_profiling_redact: function names containing any of these
      * (case-insensitive) are exported as [REDACTED]; NULL-ended, copied;
      * NULL: off. See symbol_redact.h. */

@@ -10,6 +10,7 @@
 #include "common/base/clock.h"
 #include "common/profile/keep_rules.h"
 #include "common/profile/loader_snapshot.h"
+#include "common/export/gzip.h"
 #include "common/export/otlp_http_json.h"
 #include "common/export/otlp_profiles.h"
 #include "common/export/pprof.h"
@@ -34,7 +35,8 @@ struct sp_profile_export {
     sp_arena_t                arena;
     sp_arena_t                trunc_arena;   /* a truncated copy */
     sp_buf_t                  otlp_body;     /* each kept until sent */
-    sp_buf_t                  body;          /* pprof */
+    sp_buf_t                  body;          /* pprof, gzip'd */
+    sp_buf_t                  raw;           /* pprof before gzip */
     sp_buf_t                  form;
     char                     *pyroscope_req; /* its URL, until sent */
     uint64_t                  start_ns;      /* wall clock */
@@ -59,12 +61,16 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
     if (pe->conf.max_size == 0) {
         pe->conf.max_size = SP_PROFILE_MAX_SIZE_DEFAULT;
     }
+    if (pe->conf.max_samples == 0) {
+        pe->conf.max_samples = SP_PROFILE_MAX_SAMPLES_DEFAULT;
+    }
     pe->builder = sp_profile_builder_new();
     pe->symbolizer = sp_symbolizer_new(pe->conf.symbol_files);
     pe->redact = sp_symbol_redact_new(c->redact, &why);
     pe->conf.redact = NULL;
     sp_buf_init(&pe->otlp_body);
     sp_buf_init(&pe->body);
+    sp_buf_init(&pe->raw);
     sp_buf_init(&pe->form);
     if (c->otlp_url != NULL) {
         /* A connection of its own, so a profile never waits behind spans. */
@@ -105,6 +111,7 @@ sp_profile_export_free(sp_profile_export_t *pe)
     sp_arena_free(&pe->trunc_arena);
     sp_buf_free(&pe->otlp_body);
     sp_buf_free(&pe->body);
+    sp_buf_free(&pe->raw);
     sp_buf_free(&pe->form);
     free(pe->pyroscope_req);
     free(pe);
@@ -336,35 +343,54 @@ encode_pprof(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
     return sp_pprof_encode_opts(a, p, ud, out);
 }
 
-/* Encodes p for one output into out within max_size; 0 when there is
- * something to send. */
+/* Encodes p for one output into out within max_size (uncompressed) and
+ * max_samples, then, when gzip is set, compresses it (pprof: files and
+ * Pyroscope want .pb.gz; the size that counts is the decompressed one); 0
+ * when there is something to send. */
 static int
 encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
-    sp_profile_encoder_t enc, void *ud, sp_buf_t *out)
+    sp_profile_encoder_t enc, void *ud, int gzip, sp_buf_t *out)
 {
     sp_profile_truncation_t  r;
+    sp_buf_t                *plain = gzip ? &pe->raw : out;
     char                     why[256];
     int                      rc;
 
     rc = sp_profile_encode_bounded(&pe->arena, &pe->trunc_arena, p,
-                                   pe->conf.max_size, enc, ud, out, &r);
+                                   pe->conf.max_size, pe->conf.max_samples,
+                                   enc, ud, plain, &r);
     sp_arena_reset(&pe->trunc_arena);
+    if (rc == 0 && gzip) {
+        sp_buf_reset(out);
+        if (sp_gzip_append(plain->data, plain->len, out) != 0) {
+            rc = -1;
+        }
+    }
     if (rc < 0) {
         fail(pe, "cannot encode the %s profile%s", what, "");
         return -1;
     }
     if (rc > 0) {
-        snprintf(why, sizeof(why), " (%zu bytes) does not fit "
-                 "otel_profiling_max_size %zu even with every stack merged "
-                 "into [truncated]: dropped", r.size, pe->conf.max_size);
+        snprintf(why, sizeof(why), " (%zu bytes uncompressed) does not "
+                 "fit otel_profiling_max_size %zu even with every stack "
+                 "merged into [truncated]: dropped", r.size,
+                 pe->conf.max_size);
         fail(pe, "the %s profile%s", what, why);
         return -1;
     }
-    if (r.merged_entries > 0) {
+    if (r.over_size) {
         sp_logf(pe->conf.log, SP_LOG_INFO, "spanprof: %s profile truncated "
-                "to otel_profiling_max_size %zu (%zu bytes): %zu of %zu "
-                "stacks, %lld of %lld samples merged into [truncated]", what,
-                pe->conf.max_size, r.size, r.merged_entries, r.entries,
+                "to otel_profiling_max_size %zu (%zu bytes uncompressed%s): "
+                "%zu of %zu stacks, %lld of %lld samples merged into "
+                "[truncated]", what, pe->conf.max_size, r.size,
+                r.over_samples ? " after the samples cap" : "",
+                r.merged_entries, r.entries, (long long) r.merged_samples,
+                (long long) r.samples);
+    } else if (r.over_samples) {
+        sp_logf(pe->conf.log, SP_LOG_INFO, "spanprof: %s profile truncated "
+                "to otel_profiling_max_samples %zu: %zu of %zu stacks, "
+                "%lld of %lld samples merged into [truncated]", what,
+                pe->conf.max_samples, r.merged_entries, r.entries,
                 (long long) r.merged_samples, (long long) r.samples);
     }
     return 0;
@@ -416,7 +442,7 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             if (pe->otlp != NULL
                 && encode(pe, "OTLP", &p, pe->conf.otlp_json ? encode_otlp_json
                                                              : encode_otlp,
-                          NULL, &pe->otlp_body) == 0)
+                          NULL, 0, &pe->otlp_body) == 0)
             {
                 post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
                      ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
@@ -425,17 +451,17 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             /* Files keep the trace id; Pyroscope gets span labels only. */
             if (pe->conf.file != NULL
                 && encode(pe, "pprof file", &p, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 1,
+                          &(sp_pprof_opts_t) { .gzip = 0,
                               .span_labels = SP_PPROF_SPAN_LABELS_TRACE },
-                          &pe->body) == 0)
+                          1, &pe->body) == 0)
             {
                 write_pprof_file(pe);
             }
             if (pe->pyroscope != NULL
                 && encode(pe, "Pyroscope", &p, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 1,
+                          &(sp_pprof_opts_t) { .gzip = 0,
                               .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },
-                          &pe->body) == 0)
+                          1, &pe->body) == 0)
             {
                 send_pyroscope(pe, &p, timeout_ms);
             }

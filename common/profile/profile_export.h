@@ -13,9 +13,10 @@
  * profile builder, and at each interval symbolizes, encodes and sends the
  * profile (OTLP profiles over HTTP, a pprof file, pprof to Pyroscope). The
  * sends run on the exporter's HTTP loop; nothing here blocks on the
- * network. Each output's encoding is bounded by max_size (the least-sampled
- * stacks merged into "[truncated]", logged at info, counted in
- * profile_truncate.h's stats); pprof files carry trace_id, span_id and
+ * network. Each output's encoding is bounded by max_size bytes before any
+ * compression and by max_samples samples (the least-sampled stacks merged
+ * into "[truncated]", logged at info, counted in profile_truncate.h's
+ * stats); pprof files carry trace_id, span_id and
  * span_name, Pyroscope's pprof span_id and span_name only, its series
  * labels named in the ingest URL (pyroscope_ingest.h). Exporter side only (its thread or the server's event loop). */
 
@@ -31,9 +32,11 @@ typedef struct {
     const char           *pyroscope_url;
     const sp_resource_t  *resource;
     uint64_t              interval_ms;
-    /* Bytes of one encoded profile, each output's (profile_truncate.h);
-     * 0: SP_PROFILE_MAX_SIZE_DEFAULT. */
+    /* Bytes of one encoded profile, each output's, uncompressed
+     * (profile_truncate.h); 0: SP_PROFILE_MAX_SIZE_DEFAULT. */
     size_t                max_size;
+    /* Samples of one profile; 0: SP_PROFILE_MAX_SAMPLES_DEFAULT. */
+    size_t                max_samples;
     const sp_logger_t    *log;
     /* otel_profiling_redact patterns (symbol_redact.h), NULL-ended and
      * copied; NULL: off */

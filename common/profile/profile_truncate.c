@@ -3,7 +3,7 @@
 
 #include "common/profile/profile_truncate.h"
 
-static _Atomic uint64_t  stat_profiles, stat_samples, stat_oversized;
+static _Atomic uint64_t  stat_profiles, stat_samples, stat_oversized, stat_capped;
 
 typedef struct {
     int64_t   count;
@@ -241,8 +241,9 @@ shrink(size_t keep, size_t size, size_t max)
 
 int
 sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
-    const sp_profile_t *p, size_t max_size, sp_profile_encoder_t enc,
-    void *ud, sp_buf_t *out, sp_profile_truncation_t *r)
+    const sp_profile_t *p, size_t max_size, size_t max_samples,
+    sp_profile_encoder_t enc, void *ud, sp_buf_t *out,
+    sp_profile_truncation_t *r)
 {
     sp_profile_t  q;
     size_t        keep;
@@ -254,18 +255,33 @@ sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
         r->samples += p->samples[keep].count;
     }
     sp_buf_reset(out);
-    rc = enc(ud, a, p, out);
+    keep = p->nsamples;
+    if (max_samples > 0 && p->nsamples > max_samples) {
+        /* The kept ones and [truncated]: max_samples samples in all. */
+        r->over_samples = 1;
+        keep = max_samples - 1;
+        if (sp_profile_truncate(ta, p, keep, &q, &r->merged_entries,
+                                &r->merged_samples) != 0)
+        {
+            return -1;
+        }
+        rc = enc(ud, a, &q, out);
+    } else {
+        rc = enc(ud, a, p, out);
+    }
     sp_arena_reset(a);
     r->size = out->len;
     if (rc != 0) {
         return -1;
     }
-    if (max_size == 0 || out->len <= max_size) {
-        return 0;
-    }
-    keep = p->nsamples;
     /* Each try encodes again: a few, then everything merged. */
-    for (tries = 0; ; tries++) {
+    for (tries = 0; max_size > 0 && out->len > max_size; tries++) {
+        r->over_size = 1;
+        if (keep == 0) {
+            sp_buf_reset(out);
+            stat_oversized++;
+            return 1;
+        }
         keep = tries < 8 ? shrink(keep, out->len, max_size) : 0;
         sp_arena_reset(ta);
         if (sp_profile_truncate(ta, p, keep, &q, &r->merged_entries,
@@ -279,17 +295,11 @@ sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
         if (rc != 0) {
             return -1;
         }
-        if (out->len <= max_size) {
-            stat_profiles++;
-            stat_samples += (uint64_t) r->merged_samples;
-            return 0;
-        }
-        if (keep == 0) {
-            sp_buf_reset(out);
-            stat_oversized++;
-            return 1;
-        }
     }
+    stat_profiles += (uint64_t) r->over_size;
+    stat_capped += (uint64_t) r->over_samples;
+    stat_samples += (uint64_t) r->merged_samples;
+    return 0;
 }
 
 void
@@ -298,4 +308,5 @@ sp_profile_truncate_stats(sp_profile_truncate_stats_t *st)
     st->profiles_truncated = stat_profiles;
     st->samples_truncated = stat_samples;
     st->profiles_oversized = stat_oversized;
+    st->profiles_over_max_samples = stat_capped;
 }

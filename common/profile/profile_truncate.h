@@ -8,19 +8,33 @@
 #include "common/base/buf.h"
 #include "common/profile/profile.h"
 
-/* The size bound of one encoded profile (otel_profiling_max_size). When an
- * output's encoding of a profile is larger than the bound, the profile's
- * least-sampled entries (a stack with its span labels) are merged into one
- * sample whose stack is the single frame "[truncated]" (no mapping, no span
- * labels: all together, since the label sets are what makes a profile big),
- * and the copy is encoded again; the sample counts stay what they were.
- * Exporter side only. */
+/* The bounds of one encoded profile: its size (otel_profiling_max_size) and
+ * its number of samples, i.e. entries (otel_profiling_max_samples). When an
+ * output's encoding of a profile has more entries or more bytes than
+ * allowed, the profile's least-sampled entries (a stack with its span
+ * labels) are merged into one sample whose stack is the single frame
+ * "[truncated]" (no mapping, no span labels: all together, since the label
+ * sets are what makes a profile big), and the copy is encoded again; the
+ * sample counts stay what they were. Exporter side only.
+ *
+ * The size is that of the UNCOMPRESSED encoding: receivers check that one
+ * (Grafana Pyroscope's validation.max-profile-size-bytes, 4 MiB by default,
+ * is the decompressed size; over it the profile is refused with 422), so
+ * an encoder given to sp_profile_encode_bounded must not compress; the
+ * caller compresses what fits. */
 
 #define SP_PROFILE_TRUNCATED_FUNCTION  "[truncated]"
-#define SP_PROFILE_MAX_SIZE_DEFAULT    (10 * 1024 * 1024)
+/* A default Pyroscope takes 4 MiB (4194304 bytes) decompressed; 96 KiB
+ * less leaves room for what a receiver adds converting an OTLP profile. */
+#define SP_PROFILE_MAX_SIZE_DEFAULT    (4000 * 1024)
 /* Below this no useful profile fits (an empty pprof is ~60 bytes, an OTLP
  * request with its resource some hundreds). */
 #define SP_PROFILE_MAX_SIZE_MIN        1024
+/* Samples (pprof Sample / OTLP Sample messages, [truncated] included) of
+ * one profile: Pyroscope's validation.max-profile-stacktrace-samples
+ * default, over which it refuses the profile. */
+#define SP_PROFILE_MAX_SAMPLES_DEFAULT 16000
+#define SP_PROFILE_MAX_SAMPLES_MAX     100000000
 
 /* A copy of p in out (allocated in a; p's strings are shared) with the
  * `keep` most-sampled entries of p (ties: the earlier first), in p's order,
@@ -38,25 +52,34 @@ typedef int (*sp_profile_encoder_t)(void *ud, sp_arena_t *a,
 typedef struct {
     size_t   entries, merged_entries;   /* of the profile; merged */
     int64_t  samples, merged_samples;
-    size_t   size;                      /* bytes of the first encoding */
+    size_t   size;                      /* bytes of the first encoding (of
+                                         * the capped copy when
+                                         * over_samples) */
+    int      over_samples;              /* entries > max_samples */
+    int      over_size;                 /* an encoding > max_size */
 } sp_profile_truncation_t;
 
-/* Encodes p with enc into out (which it resets) and, when that is larger
- * than max_size bytes (0: no bound), encodes truncated copies (made in ta,
- * reset first) keeping fewer entries until one fits; a resets after each
- * encoding. 0: out holds an encoding of at most max_size bytes, r says
- * what was merged (merged_entries 0: p as it was); 1: even everything
- * merged is larger (out empty); -1: the encoder or an allocation failed.
- * Counts into the process's stats. */
+/* Encodes p with enc into out (which it resets). When p has more than
+ * max_samples entries (0: no bound), the encoding is of a copy keeping the
+ * max_samples - 1 most-sampled entries plus [truncated]; when the encoding
+ * is larger than max_size bytes (0: no bound), truncated copies (made in
+ * ta, reset first) keeping fewer entries are encoded until one fits; a
+ * resets after each encoding. 0: out holds an encoding of at most
+ * max_size bytes and max_samples samples, r says what was merged
+ * (merged_entries 0: p as it was); 1: even everything merged is larger
+ * (out empty); -1: the encoder or an allocation failed. Counts into the
+ * process's stats. */
 int sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
-    const sp_profile_t *p, size_t max_size, sp_profile_encoder_t enc,
-    void *ud, sp_buf_t *out, sp_profile_truncation_t *r);
+    const sp_profile_t *p, size_t max_size, size_t max_samples,
+    sp_profile_encoder_t enc, void *ud, sp_buf_t *out,
+    sp_profile_truncation_t *r);
 
 /* This process's counts (any thread; relaxed). */
 typedef struct {
-    uint64_t  profiles_truncated;   /* encodings that needed merging */
+    uint64_t  profiles_truncated;   /* encodings over max_size, merged */
     uint64_t  samples_truncated;    /* samples merged into [truncated] */
     uint64_t  profiles_oversized;   /* not even all merged fitted: dropped */
+    uint64_t  profiles_over_max_samples; /* encodings over max_samples */
 } sp_profile_truncate_stats_t;
 
 void sp_profile_truncate_stats(sp_profile_truncate_stats_t *st);

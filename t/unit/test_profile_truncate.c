@@ -1,14 +1,14 @@
-/* sp_profile_truncate and sp_profile_encode_bounded (otel_profiling_max_size)
- * on a synthetic profile of many distinct stacks: the kept entries are the
- * most-sampled, the rest is one "[truncated]" sample, the totals do not
- * change, the tables hold only what is used; the pprof and OTLP encodings
- * fit the bound and are read back with protobuf-c's decoder. */
+/* sp_profile_truncate and sp_profile_encode_bounded (otel_profiling_max_size,
+ * otel_profiling_max_samples) on a synthetic profile of many distinct
+ * stacks: the kept entries are the most-sampled, the rest is one
+ * "[truncated]" sample, the totals do not change, the tables hold only what
+ * is used; the (uncompressed) pprof and OTLP encodings fit the bounds and
+ * are read back with protobuf-c's decoder. */
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "tap.h"
 
@@ -271,33 +271,10 @@ enc_otlp(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
     return sp_otlp_profiles_encode(a, p, out);
 }
 
-static uint8_t *
-gunzip(const sp_buf_t *gz, size_t *n)
-{
-    static uint8_t  buf[4 << 20];
-    z_stream        z;
-
-    memset(&z, 0, sizeof(z));
-    if (inflateInit2(&z, 16 + 15) != Z_OK) {
-        return NULL;
-    }
-    z.next_in = gz->data;
-    z.avail_in = (uInt) gz->len;
-    z.next_out = buf;
-    z.avail_out = sizeof(buf);
-    if (inflate(&z, Z_FINISH) != Z_STREAM_END) {
-        inflateEnd(&z);
-        return NULL;
-    }
-    *n = z.total_out;
-    inflateEnd(&z);
-    return buf;
-}
-
 static void
 test_bounded(sp_arena_t *a, sp_arena_t *ta)
 {
-    sp_pprof_opts_t              o = { .gzip = 1,
+    sp_pprof_opts_t              o = { .gzip = 0,
                                        .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE };
     sp_profile_truncate_stats_t  st0, st1;
     sp_profile_truncation_t      r;
@@ -314,28 +291,28 @@ test_bounded(sp_arena_t *a, sp_arena_t *ta)
     /* No bound, or a bound it fits: the plain encoding, nothing merged. */
     ok(enc_pprof(&o, a, &prof, &plain) == 0, "plain pprof encoding");
     sp_arena_reset(a);
-    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, enc_pprof, &o, &out,
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, 0, enc_pprof, &o, &out,
                                      &r), 0, "bound 0: encodes");
     ok(out.len == plain.len && memcmp(out.data, plain.data, out.len) == 0
        && r.merged_entries == 0, "bound 0: the same bytes, nothing merged "
        "(%zu bytes)", out.len);
-    is_int(sp_profile_encode_bounded(a, ta, &prof, plain.len, enc_pprof, &o,
+    is_int(sp_profile_encode_bounded(a, ta, &prof, plain.len, 0, enc_pprof, &o,
                                      &out, &r), 0, "bound = its size");
     is_int(r.merged_entries, 0, "... nothing merged");
     ok(plain.len > 2048, "the whole profile is over 2k (%zu bytes)",
        plain.len);
 
     /* 2k: truncated, fits, decodes, totals kept. */
-    is_int(sp_profile_encode_bounded(a, ta, &prof, 2048, enc_pprof, &o, &out,
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 2048, 0, enc_pprof, &o, &out,
                                      &r), 0, "bound 2048: encodes");
-    ok(out.len > 0 && out.len <= 2048, "pprof.gz of %zu bytes <= 2048",
+    ok(out.len > 0 && out.len <= 2048, "pprof of %zu bytes <= 2048",
        out.len);
     ok(r.merged_entries > 0 && r.merged_entries < NENT && r.samples == total
        && r.size == plain.len, "%zu of %zu entries, %lld of %lld samples "
        "merged", r.merged_entries, r.entries, (long long) r.merged_samples,
        (long long) r.samples);
-    raw = gunzip(&out, &n);
-    ok(raw != NULL, "it gunzips (%zu bytes)", n);
+    raw = out.data;
+    n = out.len;
     if (raw != NULL) {
         Perftools__Profiles__Profile  *pp =
             perftools__profiles__profile__unpack(NULL, n, raw);
@@ -385,7 +362,7 @@ test_bounded(sp_arena_t *a, sp_arena_t *ta)
     ok(enc_otlp(NULL, a, &prof, &plain) == 0 && plain.len > 4096,
        "OTLP plain: %zu bytes", plain.len);
     sp_arena_reset(a);
-    is_int(sp_profile_encode_bounded(a, ta, &prof, 4096, enc_otlp, NULL,
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 4096, 0, enc_otlp, NULL,
                                      &out, &r), 0, "OTLP bound 4096");
     ok(out.len > 0 && out.len <= 4096 && r.merged_entries > 0,
        "OTLP request of %zu bytes <= 4096, %zu entries merged", out.len,
@@ -430,7 +407,7 @@ test_bounded(sp_arena_t *a, sp_arena_t *ta)
        (unsigned long long) st1.samples_truncated);
 
     /* Not even [truncated] alone fits: 1, nothing, counted. */
-    is_int(sp_profile_encode_bounded(a, ta, &prof, 40, enc_pprof, &o, &out,
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 40, 0, enc_pprof, &o, &out,
                                      &r), 1, "bound 40 bytes: does not fit");
     is_int(out.len, 0, "... out empty");
     sp_profile_truncate_stats(&st0);
@@ -439,6 +416,112 @@ test_bounded(sp_arena_t *a, sp_arena_t *ta)
 
     sp_buf_free(&out);
     sp_buf_free(&plain);
+}
+
+/* ---- the samples cap (otel_profiling_max_samples) ------------------------- */
+
+/* The decoded pprof's samples, their value total and the [truncated]
+ * sample's count (-1: none). */
+static size_t
+pprof_count(const sp_buf_t *b, int64_t *sum, int64_t *trunc)
+{
+    Perftools__Profiles__Profile  *pp =
+        perftools__profiles__profile__unpack(NULL, b->len, b->data);
+    size_t                         i, n;
+    uint64_t                       loc;
+
+    *sum = 0;
+    *trunc = -1;
+    if (pp == NULL) {
+        return 0;
+    }
+    for (i = 0; i < pp->n_sample; i++) {
+        *sum += pp->sample[i]->value[0];
+        loc = pp->sample[i]->location_id[0];
+        if (pp->sample[i]->n_location_id == 1 && loc >= 1
+            && loc <= pp->n_location && pp->location[loc - 1]->n_line == 1
+            && strcmp(pp->string_table[pp->function[
+                   pp->location[loc - 1]->line[0]->function_id - 1]->name],
+                      "[truncated]") == 0)
+        {
+            *trunc = pp->sample[i]->value[0];
+        }
+    }
+    n = pp->n_sample;
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    return n;
+}
+
+static void
+test_capped(sp_arena_t *a, sp_arena_t *ta)
+{
+    sp_pprof_opts_t              o = { .gzip = 0,
+                                       .span_labels = SP_PPROF_SPAN_LABELS_TRACE };
+    sp_profile_truncate_stats_t  st0, st1;
+    sp_profile_truncation_t      r;
+    sp_buf_t                     out;
+    int64_t                      sum, trunc;
+    size_t                       n;
+
+    sp_buf_init(&out);
+    sp_profile_truncate_stats(&st0);
+
+    /* 400 entries, at most 100 samples: 99 kept + [truncated]. */
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, 100, enc_pprof, &o,
+                                     &out, &r), 0, "max_samples 100: encodes");
+    n = pprof_count(&out, &sum, &trunc);
+    is_int(n, 100, "100 pprof samples (99 kept + [truncated])");
+    ok(r.over_samples && !r.over_size && r.merged_entries == NENT - 99,
+       "over_samples, not over_size, %zu entries merged", r.merged_entries);
+    ok(sum == total && trunc == r.merged_samples && trunc > 0,
+       "total %lld kept, [truncated] counts the %lld merged",
+       (long long) sum, (long long) trunc);
+    sp_profile_truncate_stats(&st1);
+    ok(st1.profiles_over_max_samples == st0.profiles_over_max_samples + 1
+       && st1.profiles_truncated == st0.profiles_truncated,
+       "profiles_over_max_samples +1 (profiles_truncated unchanged)");
+    ok(st1.samples_truncated == st0.samples_truncated
+                                + (uint64_t) r.merged_samples,
+       "samples_truncated + the merged samples");
+
+    /* Exactly as many entries as allowed: nothing merged. */
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, NENT, enc_pprof, &o,
+                                     &out, &r), 0, "max_samples = entries");
+    ok(pprof_count(&out, &sum, &trunc) == NENT && trunc == -1
+       && r.merged_entries == 0 && !r.over_samples,
+       "max_samples = entries: all %d samples, no [truncated]", NENT);
+
+    /* Both bounds: the cap first, then the size. */
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 2048, 100, enc_pprof, &o,
+                                     &out, &r), 0, "max_samples 100 and 2k");
+    n = pprof_count(&out, &sum, &trunc);
+    ok(out.len <= 2048 && n < 100 && r.over_samples && r.over_size
+       && sum == total, "%zu bytes <= 2048, %zu samples < 100, total kept",
+       out.len, n);
+    ok(r.size > 2048, "r.size: the capped copy's first encoding (%zu bytes)",
+       r.size);
+
+    /* 1: [truncated] alone. */
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, 1, enc_pprof, &o, &out,
+                                     &r), 0, "max_samples 1");
+    ok(pprof_count(&out, &sum, &trunc) == 1 && trunc == total,
+       "max_samples 1: only [truncated], with all %lld samples",
+       (long long) total);
+
+    /* OTLP: its Sample messages are capped the same way. */
+    is_int(sp_profile_encode_bounded(a, ta, &prof, 0, 50, enc_otlp, NULL,
+                                     &out, &r), 0, "OTLP max_samples 50");
+    {
+        Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+            *req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+                NULL, out.len, out.data);
+
+        ok(req != NULL && req->resource_profiles[0]->scope_profiles[0]
+           ->profiles[0]->n_samples == 50, "OTLP: 50 samples");
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+            req, NULL);
+    }
+    sp_buf_free(&out);
 }
 
 int
@@ -451,6 +534,7 @@ main(void)
     sp_arena_init(&ta, 64 * 1024);
     test_truncate(&a);
     test_bounded(&a, &ta);
+    test_capped(&a, &ta);
     sp_arena_free(&a);
     sp_arena_free(&ta);
     return done_testing();

@@ -37,7 +37,9 @@ signal}.
 =item profile_text(%p)
 
 protoc text format of a perftools.profiles.Profile: string table built
-from the names; C<id_offset> shifts function and location ids (as another
+from the names; sample types samples/count and cpu/nanoseconds (a sample's
+C<count> and C<count> x C<period>), or C<types> ([[type, unit], ...]) with
+each sample's C<values> and C<period_type> ([type, unit]); C<id_offset> shifts function and location ids (as another
 writer would number them); a location is an array of function ids (more
 than one: inlined, callee first) or a hash {address, lines}.
 
@@ -155,14 +157,18 @@ sub profile_text {
     $s->('');
     my $off = $p{id_offset} || 0;
     my $t = '';
-    $t .= "sample_type { type: " . $s->('samples') . " unit: " . $s->('count') . " }\n";
-    $t .= "sample_type { type: " . $s->('cpu') . " unit: " . $s->('nanoseconds') . " }\n";
+    my @types = @{ $p{types} || [[qw(samples count)], [qw(cpu nanoseconds)]] };
+    $t .= "sample_type { type: " . $s->($_->[0]) . " unit: " . $s->($_->[1]) . " }\n" for @types;
     my $period = $p{period} // 1_000_000;
     for my $smp (@{ $p{samples} || [] }) {
         $t .= "sample {\n";
         $t .= "  location_id: " . ($_ + $off) . "\n" for @{ $smp->{stack} };
-        $t .= "  value: $smp->{count}\n";
-        $t .= "  value: " . ($smp->{count} * $period) . "\n";
+        if ($smp->{values}) {
+            $t .= "  value: $_\n" for @{ $smp->{values} };
+        } else {
+            $t .= "  value: $smp->{count}\n";
+            $t .= "  value: " . ($smp->{count} * $period) . "\n";
+        }
         my $l = $smp->{labels} || {};
         for my $k (sort keys %$l) {
             $t .= "  label { key: " . $s->($k) . " str: " . $s->($l->{$k}) . " }\n";
@@ -191,7 +197,8 @@ sub profile_text {
     }
     $t .= "time_nanos: " . ($p{time} // 0) . "\n";
     $t .= "duration_nanos: " . ($p{duration} // 0) . "\n";
-    $t .= "period_type { type: " . $s->('cpu') . " unit: " . $s->('nanoseconds') . " }\n";
+    my $pt = $p{period_type} || [qw(cpu nanoseconds)];
+    $t .= "period_type { type: " . $s->($pt->[0]) . " unit: " . $s->($pt->[1]) . " }\n";
     $t .= "period: $period\n";
     $t .= "string_table: " . _q($_) . "\n" for @strs;
     return $t;
