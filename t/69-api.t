@@ -120,7 +120,7 @@ subtest 'GET: JSON status' => sub {
                       profile_builder_dropped profiles_exported profiles_failed profiles_rejected
                       profile_bytes_exported profile_bytes_failed
                       samples_kept samples_unlabelled_by_keep_rules keep_verdicts_dropped
-                      samples_undecided_forced samples_pending profiles_truncated
+                      samples_undecided_forced samples_pending profiles_truncated profiles_over_max_samples
                       samples_truncated profiles_oversized functions_redacted
                       shed_rate_decreases shed_rate_increases shed_pauses shed_resumes
                       shed_cpu_percent))
