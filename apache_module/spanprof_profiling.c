@@ -378,6 +378,7 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
     char               err[256];
     sp_sampler_conf_t  conf;
 
+    memset(&conf, 0, sizeof(conf));
     conf.rate_hz = (unsigned) sc->profiling_rate;
     conf.max_depth = (unsigned) sc->profiling_max_depth;
     /* A few seconds of samples at the full rate for every thread: the

@@ -259,11 +259,11 @@ post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
 }
 
 static void
-write_pprof_file(sp_profile_export_t *pe)
+write_pprof_file(sp_profile_export_t *pe, const char *type)
 {
     char  name[96], path[4200];
 
-    snprintf(name, sizeof(name), "cpu-%llu-%d.pb.gz",
+    snprintf(name, sizeof(name), "%s-%llu-%d.pb.gz", type,
              (unsigned long long) (pe->start_ns / MS), (int) getpid());
     if (sp_file_output_write_whole(pe->conf.file, name, pe->body.data,
                                    pe->body.len) != 0)
@@ -373,7 +373,8 @@ encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
 int
 sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 {
-    sp_profile_t  p;
+    sp_profile_t  p, wall;
+    unsigned      wall_rate;
     uint64_t      end = sp_now_ns();
 
     sp_profile_export_drain(pe);
@@ -410,10 +411,15 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
-            /* Once per distinct function, before any encoder sees it. */
+            /* Once per distinct function, before any encoder sees it (the
+             * kinds share the tables). */
             sp_symbol_redact_profile(pe->redact, &p);
+            wall_rate = sp_sampler_wall_effective_rate();
+            sp_profile_builder_kind(pe->builder, SP_SAMPLE_WALL, &p,
+                                    wall_rate ? 1000000000ull / wall_rate : 0,
+                                    &wall);
 
-            if (pe->otlp != NULL
+            if (p.nsamples > 0 && pe->otlp != NULL
                 && encode(pe, "OTLP", &p, pe->conf.otlp_json ? encode_otlp_json
                                                              : encode_otlp,
                           NULL, &pe->otlp_body) == 0)
@@ -423,15 +429,24 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
                      &pe->otlp_body, timeout_ms);
             }
             /* Files keep the trace id; Pyroscope gets span labels only. */
-            if (pe->conf.file != NULL
+            if (p.nsamples > 0 && pe->conf.file != NULL
                 && encode(pe, "pprof file", &p, encode_pprof,
                           &(sp_pprof_opts_t) { .gzip = 1,
                               .span_labels = SP_PPROF_SPAN_LABELS_TRACE },
                           &pe->body) == 0)
             {
-                write_pprof_file(pe);
+                write_pprof_file(pe, "cpu");
             }
-            if (pe->pyroscope != NULL
+            if (wall.nsamples > 0 && pe->conf.file != NULL
+                && encode(pe, "wall pprof file", &wall, encode_pprof,
+                          &(sp_pprof_opts_t) { .gzip = 1,
+                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
+                              .kind = SP_SAMPLE_WALL },
+                          &pe->body) == 0)
+            {
+                write_pprof_file(pe, "wall");
+            }
+            if (p.nsamples > 0 && pe->pyroscope != NULL
                 && encode(pe, "Pyroscope", &p, encode_pprof,
                           &(sp_pprof_opts_t) { .gzip = 1,
                               .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },
