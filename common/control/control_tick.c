@@ -62,6 +62,12 @@ apply(sp_control_shm_t *c)
     if (sp_sampler_paused() != !st.profiling) {
         sp_sampler_set_paused(!st.profiling);
     }
+    if (sp_sampler_types() != st.types) {
+        sp_sampler_set_types(st.types);
+    }
+    if (sp_sampler_wall_rate() != st.wall_rate_hz) {
+        (void) sp_sampler_set_wall_rate(st.wall_rate_hz);
+    }
     applied_generation = st.generation;
 }
 
