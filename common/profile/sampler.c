@@ -29,6 +29,7 @@ typedef struct {
     int                    armed;
     size_t                 slot;      /* in the registry */
     volatile sig_atomic_t  busy;
+    int                    wall_on;   /* mirrors its registry entry's */
     /* The wall timer, and where the last wall signal left the thread's
      * clocks (monotonic, its CPU clock, its idle total). */
     timer_t                wall_timer;
@@ -600,6 +601,7 @@ thread_register(int wall_on)
     reg[i].timer = ts.timer;
     reg[i].wall = ts.wall_timer;
     reg[i].wall_on = wall_on;
+    ts.wall_on = wall_on;
     reg[i].used = 1;
     ts.slot = i;
     ts.armed = 1;
@@ -651,14 +653,11 @@ sp_sampler_thread_unregister(void)
 void
 sp_sampler_wall_active(int on)
 {
-    if (!ts.armed) {
+    if (!ts.armed || ts.wall_on == !!on) {
         return;
     }
     pthread_mutex_lock(&reg_lock);
-    if (reg[ts.slot].wall_on == !!on) {
-        pthread_mutex_unlock(&reg_lock);
-        return;
-    }
+    ts.wall_on = !!on;
     if (on) {
         /* The wall time counts from now: no off-CPU time before. */
         ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
