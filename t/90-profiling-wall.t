@@ -143,4 +143,32 @@ subtest 'span attributes' => sub {
 
 ok $took < 10, "quit in $took s";
 is scalar($ngx->crash_lines), 0, 'no crash' or diag join "\n", $ngx->crash_lines;
+
+# OTLP: one request holds the CPU, wall and off-CPU profiles
+subtest 'OTLP: wall and off-CPU profiles beside the CPU one' => sub {
+    my $recv = start_receiver();
+    (my $conf = $CONF) =~ s{endpoint file://%%PREFIX%%/prof;}{endpoint %%RECEIVER%%; protocol http/protobuf;};
+    my $o = start_nginx(receiver => $recv, burn => 1, conf => $conf);
+    my $r = http_get($o->port, '/block');
+    my $sid = $r->{headers}{'x-span-id'} // '';
+    my $t_end = time;
+    my ($covered, @all) = wait_otlp_covering($recv, $t_end, 15, poke => sub { http_get($o->port, '/api') });
+    ok $covered, 'a profile covering the request arrived';
+    $o->stop;
+    my %types;
+    $types{ $_->{profile}{sample_type} }++ for @all;
+    my @wall = grep { $_->{profile}{sample_type} eq 'wall/nanoseconds' && sample_span($_) eq $sid } @all;
+    my @off  = grep { $_->{profile}{sample_type} eq 'off_cpu/nanoseconds' && sample_span($_) eq $sid } @all;
+    my $sumv = sub { my $t = 0; for my $x (@_) { $t += $_ for @{ $x->{values} } } $t };
+    my @wb = grep { has_frame($_, $BLOCK) } @wall;
+    my @ob = grep { has_frame($_, $BLOCK) } @off;
+    ok $sumv->(@wb) >= 180e6, sprintf('wall/nanoseconds at %s on the span: %.1f ms', $BLOCK, $sumv->(@wb) / 1e6)
+        or diag explain \%types;
+    ok $sumv->(@ob) >= 180e6, sprintf('off_cpu/nanoseconds at %s on the span: %.1f ms', $BLOCK, $sumv->(@ob) / 1e6);
+    my @per_ts = grep { @{ $_->{timestamps} } && @{ $_->{timestamps} } != @{ $_->{values} } } @wall, @off;
+    is scalar @per_ts, 0, 'one value per timestamp';
+    my ($wp) = map { $_->{profile} } @wall;
+    is $wp->{period_type}, 'wall/nanoseconds', 'wall profile: period_type wall/nanoseconds' if $wp;
+    is $wp->{period}, 10_000_000, 'wall profile: period 10 ms' if $wp;
+};
 done_testing;

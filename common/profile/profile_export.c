@@ -318,16 +318,23 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     }
 }
 
-static int
-encode_otlp(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
-{
-    return sp_otlp_profiles_encode(a, p, out);
-}
+/* OTLP with every type in one request: the first part is the profile the
+ * bounded encoder gives (truncated when too large), the others as built. */
+typedef struct {
+    sp_otlp_profile_part_t  parts[3];
+    size_t                  n;
+    int                     json;
+} otlp_parts_t;
 
 static int
-encode_otlp_json(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+encode_otlp_parts(void *ud, sp_arena_t *a, const sp_profile_t *p,
+    sp_buf_t *out)
 {
-    return sp_otlp_http_json_profiles(a, p, out);
+    otlp_parts_t  *o = ud;
+
+    o->parts[0].p = p;
+    return o->json ? sp_otlp_http_json_profiles_n(a, o->parts, o->n, out)
+                   : sp_otlp_profiles_encode_n(a, o->parts, o->n, out);
 }
 
 static int
@@ -375,6 +382,7 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 {
     sp_profile_t  p, wall;
     unsigned      wall_rate;
+    otlp_parts_t  op;
     uint64_t      end = sp_now_ns();
 
     sp_profile_export_drain(pe);
@@ -419,10 +427,23 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
                                     wall_rate ? 1000000000ull / wall_rate : 0,
                                     &wall);
 
-            if (p.nsamples > 0 && pe->otlp != NULL
-                && encode(pe, "OTLP", &p, pe->conf.otlp_json ? encode_otlp_json
-                                                             : encode_otlp,
-                          NULL, &pe->otlp_body) == 0)
+            /* One request: CPU, wall and off-CPU profiles, those with
+             * samples (the first one bounded by max_size). */
+            op.n = 0;
+            op.json = pe->conf.otlp_json;
+            if (p.nsamples > 0) {
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &p, SP_OTLP_PROFILE_CPU };
+            }
+            if (wall.nsamples > 0) {
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &wall, SP_OTLP_PROFILE_WALL };
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &wall, SP_OTLP_PROFILE_OFF_CPU };
+            }
+            if (op.n > 0 && pe->otlp != NULL
+                && encode(pe, "OTLP", op.parts[0].p, encode_otlp_parts, &op,
+                          &pe->otlp_body) == 0)
             {
                 post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
                      ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
