@@ -167,8 +167,10 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
     ngx_http_spanprof_detach();
 
     /* The wait for events is idle, not work: no wall sample is taken in
-     * it. (The event method's own work after the wait, posting events, is
-     * counted idle too: a few microseconds.) */
+     * it (the event method's own work after the wait, posting events, is
+     * counted idle too: microseconds). A wall signal interrupting the wait
+     * sets ngx_event_timer_alarm: the event method then takes the EINTR
+     * as a timer wake-up, as with timer_resolution. */
     sp_sampler_idle_begin(ngx_http_spanprof_idle);
     rc = ngx_http_spanprof_process_events_next(cycle, timer,
                                                flags | NGX_POST_EVENTS);
@@ -444,6 +446,7 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     }
 
     ngx_http_spanprof_idle = sp_sampler_idle_slot();
+    sp_sampler_set_idle_wake(&ngx_event_timer_alarm);
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_spanprof_process_events;
     ngx_http_spanprof_sampling = 1;

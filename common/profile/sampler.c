@@ -67,7 +67,7 @@ static _Atomic unsigned       wall_base_rate = 100;
 /* What the handler reads: the periods in force, 0 when off or paused. */
 static _Atomic uint32_t       cur_period;
 static _Atomic uint32_t       cur_wall_period;
-static sigset_t               wall_set;
+static sig_atomic_t *volatile idle_wake;
 
 static void apply_locked(void);
 
@@ -155,6 +155,9 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     if (wall) {
         if (ts.idle.idle) {
             idle_tick();
+            if (idle_wake != NULL) {
+                *idle_wake = 1;     /* the wait was interrupted: a wake-up */
+            }
             goto done;      /* idle: counted by the glue's clock reads */
         }
         off = off_cpu_share(value);
@@ -306,8 +309,6 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
         sigemptyset(&sa.sa_mask);
         sigaddset(&sa.sa_mask, SIGPROF);
         sigaddset(&sa.sa_mask, SP_SAMPLER_WALL_SIGNAL);
-        sigemptyset(&wall_set);
-        sigaddset(&wall_set, SP_SAMPLER_WALL_SIGNAL);
         if (sigaction(SIGPROF, &sa, &old_action) != 0
             || sigaction(SP_SAMPLER_WALL_SIGNAL, &sa, NULL) != 0)
         {
@@ -677,15 +678,20 @@ sp_sampler_idle_slot(void)
 }
 
 void
+sp_sampler_set_idle_wake(sig_atomic_t *flag)
+{
+    idle_wake = flag;
+}
+
+void
 sp_sampler_idle_begin(sp_sampler_idle_t *st)
 {
     if (atomic_load_explicit(&cur_wall_period, memory_order_relaxed) == 0) {
-        st->block = 0;
+        st->counted = 0;
         return;
     }
-    st->block = 1;
+    st->counted = 1;
     st->since = clock_ns(CLOCK_MONOTONIC);
-    (void) pthread_sigmask(SIG_BLOCK, &wall_set, NULL);
     atomic_signal_fence(memory_order_seq_cst);
     st->idle = 1;
     atomic_signal_fence(memory_order_seq_cst);
@@ -696,12 +702,10 @@ sp_sampler_idle_end(sp_sampler_idle_t *st)
 {
     uint64_t  d;
 
-    if (!st->block) {
+    if (!st->counted) {
         return;
     }
-    st->block = 0;
-    /* Expiries during the wait arrive now, as one idle signal. */
-    (void) pthread_sigmask(SIG_UNBLOCK, &wall_set, NULL);
+    st->counted = 0;
     atomic_signal_fence(memory_order_seq_cst);
     st->idle = 0;
     atomic_signal_fence(memory_order_seq_cst);

@@ -115,22 +115,26 @@ int sp_sampler_thread_register(void);
 void sp_sampler_thread_unregister(void);
 
 /* Wall time a thread spends waiting for work (nginx's event wait) is idle:
- * counted, never unwound, and left out of the off-CPU time of the next
- * wall sample. The server glue brackets the wait with idle_begin/end on a
- * pointer it took once (sp_sampler_idle_slot, after register). While idle,
- * the wall signal is blocked, so that it never interrupts the wait: the
- * expiries of the wait are delivered at its end as one overrun signal,
- * counted idle. */
+ * counted (two clock reads around the wait), never unwound, and left out
+ * of the off-CPU time of the next wall sample. The server glue brackets the
+ * wait with idle_begin/end on a pointer it took once (sp_sampler_idle_slot,
+ * after register). A wall signal that lands in the wait interrupts it (no
+ * signal mask is changed around the wait: a pair of sigprocmask calls
+ * costs microseconds on every loop iteration); the handler then sets the
+ * flag given to sp_sampler_set_idle_wake (nginx: ngx_event_timer_alarm, so
+ * that its event method takes the EINTR as a timer wake-up, silently, as
+ * with timer_resolution). */
 typedef struct {
     volatile sig_atomic_t  idle;
     volatile uint64_t      idle_ns;   /* this thread's, in total */
     uint64_t               since;     /* monotonic ns the wait began */
-    int                    block;     /* the wall signal is armed */
+    int                    counted;   /* wall sampling was on at begin */
 } sp_sampler_idle_t;
 
 sp_sampler_idle_t *sp_sampler_idle_slot(void);
 void sp_sampler_idle_begin(sp_sampler_idle_t *st);
 void sp_sampler_idle_end(sp_sampler_idle_t *st);
+void sp_sampler_set_idle_wake(sig_atomic_t *flag);
 
 /* A thread whose wall time counts only while it serves a request (httpd's
  * workers, not while they wait for a connection) arms its wall timer at
