@@ -55,6 +55,8 @@ spanprof_create_srv_conf(apr_pool_t *p, server_rec *s)
     sc->connect_timeout_ms = SPANPROF_UNSET;
     sc->shutdown_timeout_ms = SPANPROF_UNSET;
     sc->profiling_rate = SPANPROF_UNSET;
+    sc->profiling_wall_rate = SPANPROF_UNSET;
+    sc->profiling_memory_interval = SPANPROF_UNSET;
     sc->profiling_interval_ms = SPANPROF_UNSET;
     sc->profiling_max_depth = SPANPROF_UNSET;
     sc->profiling_max_size = SPANPROF_UNSET;
@@ -435,6 +437,94 @@ spanprof_set_profiling_rate(cmd_parms *cmd, void *dummy, const char *arg)
     }
     return spanprof_parse_int(cmd, arg, 1, 1000,
                               &spanprof_srv(cmd)->profiling_rate);
+}
+
+
+/* OtelProfilingTypes cpu [wall] [memory] */
+static const char *
+spanprof_set_profiling_types(cmd_parms *cmd, void *dummy, int argc,
+    char *const argv[])
+{
+    const char  *why;
+    int          i, t, types = 0;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    if (argc == 0) {
+        return apr_psprintf(cmd->pool, "%s: expected cpu, wall and/or "
+                            "memory", cmd->cmd->name);
+    }
+    for (i = 0; i < argc; i++) {
+        if (strcasecmp(argv[i], "cpu") == 0) {
+            t = SP_SAMPLER_TYPE_CPU;
+        } else if (strcasecmp(argv[i], "wall") == 0) {
+            t = SP_SAMPLER_TYPE_WALL;
+        } else if (strcasecmp(argv[i], "memory") == 0) {
+            return apr_psprintf(cmd->pool, "%s: \"memory\": memory "
+                                "profiling is not supported by this build "
+                                "yet", cmd->cmd->name);
+        } else {
+            return apr_psprintf(cmd->pool, "%s: invalid profiling type "
+                                "\"%s\" (cpu, wall, memory)", cmd->cmd->name,
+                                argv[i]);
+        }
+        if (types & t) {
+            return apr_psprintf(cmd->pool, "%s: profiling type \"%s\" "
+                                "given twice", cmd->cmd->name, argv[i]);
+        }
+        types |= t;
+    }
+    spanprof_srv(cmd)->profiling_types = types;
+    return NULL;
+}
+
+
+static const char *
+spanprof_set_profiling_wall_rate(cmd_parms *cmd, void *dummy,
+    const char *arg)
+{
+    const char  *why;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    return spanprof_parse_int(cmd, arg, 1, 1000,
+                              &spanprof_srv(cmd)->profiling_wall_rate);
+}
+
+
+/* OtelProfilingMemoryInterval SIZE: bytes allocated between two memory
+ * samples (parsed and kept for memory profiling). */
+static const char *
+spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
+    const char *arg)
+{
+    const char          *why;
+    char                *end;
+    unsigned long long   v, unit = 1;
+
+    if ((why = spanprof_global_only(cmd)) != NULL) {
+        return why;
+    }
+    errno = 0;
+    v = strtoull(arg, &end, 10);
+    if (end != arg && end[0] != '\0' && end[1] == '\0') {
+        switch (end[0]) {
+        case 'k': case 'K': unit = 1024; end++; break;
+        case 'm': case 'M': unit = 1024 * 1024; end++; break;
+        case 'g': case 'G': unit = 1024 * 1024 * 1024; end++; break;
+        }
+    }
+    if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
+        || v == 0 || v > (1ull << 30) / unit)
+    {
+        return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
+                            "bytes (k, m or g after the number) from 1 to "
+                            "1g", cmd->cmd->name, arg);
+    }
+    spanprof_srv(cmd)->profiling_memory_interval = (apr_int64_t) (v * unit);
+    return NULL;
 }
 
 
@@ -826,6 +916,14 @@ static const command_rec  spanprof_cmds[] = {
         "requests whose samples keep their labels"),
     AP_INIT_TAKE1("OtelProfilingRate", spanprof_set_profiling_rate, NULL,
         RSRC_CONF, "samples per second of a thread's CPU time (default 100)"),
+    AP_INIT_TAKE_ARGV("OtelProfilingTypes", spanprof_set_profiling_types,
+        NULL, RSRC_CONF, "cpu (default), wall, memory: what is sampled"),
+    AP_INIT_TAKE1("OtelProfilingWallRate", spanprof_set_profiling_wall_rate,
+        NULL, RSRC_CONF, "wall-clock samples per second of a thread serving "
+        "a request (default 100)"),
+    AP_INIT_TAKE1("OtelProfilingMemoryInterval",
+        spanprof_set_profiling_memory_interval, NULL, RSRC_CONF,
+        "bytes allocated between two memory samples (default 512k)"),
     AP_INIT_TAKE1("OtelProfilingInterval", spanprof_set_seconds,
         SPANPROF_OFF(profiling_interval_ms), RSRC_CONF,
         "seconds between profile exports (default 10)"),
@@ -1216,6 +1314,8 @@ spanprof_log_transaction(request_rec *r)
         sp_thread_ctx_attach(saved);
     } else if (spanprof_sampling()) {
         sp_thread_ctx_detach();
+        /* the request is done: the thread waits for the next one */
+        spanprof_wall_serving(0);
     }
     return DECLINED;
 }
@@ -1423,6 +1523,12 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
         }
         if (sc->profiling_max_depth == SPANPROF_UNSET) {
             sc->profiling_max_depth = 64;
+        }
+        if (sc->profiling_wall_rate == SPANPROF_UNSET) {
+            sc->profiling_wall_rate = 100;
+        }
+        if (sc->profiling_types == 0) {
+            sc->profiling_types = SP_SAMPLER_TYPE_CPU;
         }
         if (spanprof_profiling_start(s, sc) == 0) {
             /* A child started while the API paused profiling (or set

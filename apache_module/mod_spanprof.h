@@ -75,6 +75,9 @@ typedef struct {
     apr_array_header_t  *resource_attrs;   /* of spanprof_kv_t */
 
     int                  profiling_rate;
+    int                  profiling_types;     /* SP_SAMPLER_TYPE_*, 0 unset */
+    int                  profiling_wall_rate;
+    apr_int64_t          profiling_memory_interval;  /* bytes */
     apr_int64_t          profiling_interval_ms;
     int                  profiling_max_depth;
     apr_int64_t          profiling_max_size;  /* bytes */
@@ -277,6 +280,7 @@ int spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc);
 void spanprof_profiling_stop(void);
 int spanprof_sampling(void);
 void spanprof_thread_serves(void);
+void spanprof_wall_serving(int on);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);

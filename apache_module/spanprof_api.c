@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "mod_spanprof.h"
+#include "common/profile/sampler.h"
 #include "common/control/api_request.h"
 #include "common/control/control_body.h"
 #include "common/control/control_tick.h"
@@ -63,6 +64,12 @@ spanprof_api_post_config(apr_pool_t *pconf, apr_pool_t *plog,
     spanprof_api_ctl = sp_control_shm_init(apr_shm_baseaddr_get(shm),
                                            spanprof_globals.profiling_used,
                                            (unsigned) rate);
+    sp_control_shm_configure_types(spanprof_api_ctl,
+        spanprof_api_sc->profiling_types
+        ? (unsigned) spanprof_api_sc->profiling_types
+        : SP_SAMPLER_TYPE_CPU,
+        spanprof_api_sc->profiling_wall_rate != SPANPROF_UNSET
+        ? (unsigned) spanprof_api_sc->profiling_wall_rate : 100);
     return OK;
 }
 

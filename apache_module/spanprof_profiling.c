@@ -80,9 +80,11 @@ spanprof_thread_serves(void)
      * threads; the timer's SIGPROF is directed at this thread. */
     sigemptyset(&set);
     sigaddset(&set, SIGPROF);
+    sigaddset(&set, SP_SAMPLER_WALL_SIGNAL);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 
-    if (sp_sampler_thread_register() != 0) {
+    /* Its wall time counts only while it serves a request. */
+    if (sp_sampler_thread_register_on_demand() != 0) {
         spanprof_thread_state = -1;
         ap_log_error(APLOG_MARK, APLOG_ERR, errno, spanprof_main_server,
                      "spanprof: the CPU timer of a thread could not be set; "
@@ -146,8 +148,11 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
                                end_ns > ctx->start_ns
                                ? end_ns - ctx->start_ns : 0,
                                last->status, failed, ctx->record->sp_cpu_ns);
-    /* Samples were taken (its CPU time counts them): they wait for this. */
-    if (ctx->record->sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
+    /* Samples were taken (its CPU or wall time counts them): they wait for
+     * this. */
+    if ((ctx->record->sp_cpu_ns > 0 || ctx->record->sp_wall_ns > 0)
+        && sp_keep_send(ctx->span_id, keep) != 0)
+    {
         keep = 0;
     }
     ctx->unkept = !keep;
@@ -196,6 +201,8 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         /* Its own trailing fields add up over the request (keep rules). */
         ctx->record->sp_cpu_ns = 0;
         ctx->record->sp_keep = 0;
+        ctx->record->sp_wall_ns = 0;
+        ctx->record->sp_off_cpu_ns = 0;
     }
     route = spanprof_route(r);
     len = spanprof_default_name(r, route, name, sizeof(name));
@@ -214,6 +221,19 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
     ctx->profiled = 1;
     sp_thread_ctx_attach(ctx->record);
+    spanprof_wall_serving(1);
+}
+
+
+/* The thread serves a profiled request (1) or no longer (0): its wall
+ * timer runs only meanwhile (sampler.h), so that a thread waiting for a
+ * connection or a keep-alive request is never woken. */
+void
+spanprof_wall_serving(int on)
+{
+    if (spanprof_sampling_on && spanprof_thread_state == 1) {
+        sp_sampler_wall_active(on);
+    }
 }
 
 
@@ -250,7 +270,9 @@ spanprof_c2_end_output(ap_filter_t *f, apr_bucket_brigade *bb)
 static int
 spanprof_pre_connection(conn_rec *c, void *csd)
 {
-    if (spanprof_sampling_on) {
+    /* A backend connection (mod_proxy's, c->outgoing) is made by the
+     * request this thread serves: its labels stay. */
+    if (spanprof_sampling_on && !c->outgoing) {
         sp_thread_ctx_detach();
         if (c->master != NULL) {
             ap_add_output_filter_handle(spanprof_c2_end_filter, NULL, NULL,
@@ -276,6 +298,7 @@ spanprof_pre_close_connection(conn_rec *c)
 {
     if (spanprof_sampling_on) {
         sp_thread_ctx_detach();
+        spanprof_wall_serving(0);
     }
     return OK;
 }
@@ -286,6 +309,7 @@ spanprof_suspend_connection(conn_rec *c, request_rec *r)
 {
     if (spanprof_sampling_on) {
         sp_thread_ctx_detach();
+        spanprof_wall_serving(0);
     }
 }
 
@@ -307,6 +331,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
         spanprof_thread_serves();
         if (spanprof_thread_state == 1) {
             sp_thread_ctx_attach(cc->active->record);
+            spanprof_wall_serving(1);
         }
     }
 }
@@ -378,7 +403,10 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
     char               err[256];
     sp_sampler_conf_t  conf;
 
+    memset(&conf, 0, sizeof(conf));
     conf.rate_hz = (unsigned) sc->profiling_rate;
+    conf.wall_rate_hz = (unsigned) sc->profiling_wall_rate;
+    conf.types = (unsigned) sc->profiling_types;
     conf.max_depth = (unsigned) sc->profiling_max_depth;
     /* A few seconds of samples at the full rate for every thread: the
      * exporter thread drains the ring every 200 ms. */

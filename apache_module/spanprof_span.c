@@ -243,6 +243,18 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     sp_span_attr_cint(s, "http.response.body.size",
                       last->bytes_sent > 0 ? last->bytes_sent : 0);
 
+    /* The request's sampled CPU and off-CPU time (sampler.h). */
+    if (ctx->profiled && ctx->record != NULL) {
+        sp_span_attr_cint(s, "spanprof.cpu_time_ns",
+                          (int64_t) ctx->record->sp_cpu_ns);
+        if (ctx->record->sp_wall_ns > 0) {
+            sp_span_attr_cint(s, "spanprof.wall_time_ns",
+                              (int64_t) ctx->record->sp_wall_ns);
+            sp_span_attr_cint(s, "spanprof.off_cpu_time_ns",
+                              (int64_t) ctx->record->sp_off_cpu_ns);
+        }
+    }
+
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
     if (ctx->profiled && !ctx->unkept) {
         sp_hex_encode(hex, ctx->span_id, SP_SPAN_ID_LEN);

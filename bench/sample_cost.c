@@ -173,7 +173,8 @@ main(int argc, char **argv)
     static sp_thread_ctx_record_t  rec;
     /* The ring nginx uses at 100 Hz (1024 slots), drained every 256
      * samples: its slots stay in cache, as in a worker. */
-    sp_sampler_conf_t  conf = { 1, 256, 1024 };
+    sp_sampler_conf_t  conf = { .rate_hz = 1, .max_depth = 256,
+                                .ring_capacity = 1024 };
     sp_sampler_stats_t st;
     uint8_t            tid[16], sid[8];
     char               err[256];

@@ -94,6 +94,9 @@ ngx_http_spanprof_api_init_zone(ngx_shm_zone_t *zone, void *data)
         ctl = sp_control_shm_reset(data, (int) mcf->profiling_used,
                                    (unsigned) mcf->profiling_rate);
         if (ctl != NULL) {
+            sp_control_shm_configure_types(ctl,
+                (unsigned) mcf->profiling_types,
+                (unsigned) mcf->profiling_wall_rate);
             zone->data = ctl;
             return NGX_OK;
         }
@@ -104,8 +107,11 @@ ngx_http_spanprof_api_init_zone(ngx_shm_zone_t *zone, void *data)
     if (mem == NULL) {
         return NGX_ERROR;
     }
-    zone->data = sp_control_shm_init(mem, (int) mcf->profiling_used,
-                                     (unsigned) mcf->profiling_rate);
+    ctl = sp_control_shm_init(mem, (int) mcf->profiling_used,
+                              (unsigned) mcf->profiling_rate);
+    sp_control_shm_configure_types(ctl, (unsigned) mcf->profiling_types,
+                                   (unsigned) mcf->profiling_wall_rate);
+    zone->data = ctl;
     return NGX_OK;
 }
 

@@ -107,6 +107,10 @@ static ngx_conf_num_bounds_t  ngx_http_spanprof_rate_bounds = {
     ngx_conf_check_num_bounds, 1, 1000
 };
 
+static ngx_conf_num_bounds_t  ngx_http_spanprof_memory_interval_bounds = {
+    ngx_conf_check_num_bounds, 1, 1024 * 1024 * 1024
+};
+
 static ngx_conf_num_bounds_t  ngx_http_spanprof_depth_bounds = {
     ngx_conf_check_num_bounds, 1, SP_SAMPLER_MAX_DEPTH
 };
@@ -260,6 +264,27 @@ static ngx_command_t  ngx_http_spanprof_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_spanprof_main_conf_t, profiling_rate),
       &ngx_http_spanprof_rate_bounds },
+
+    { ngx_string("otel_profiling_types"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_spanprof_profiling_types,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("otel_profiling_wall_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_wall_rate),
+      &ngx_http_spanprof_rate_bounds },
+
+    { ngx_string("otel_profiling_memory_interval"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_spanprof_main_conf_t, profiling_memory_interval),
+      &ngx_http_spanprof_memory_interval_bounds },
 
     { ngx_string("otel_profiling_interval"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -516,6 +541,8 @@ ngx_http_spanprof_create_main_conf(ngx_conf_t *cf)
     mcf->connect_timeout = NGX_CONF_UNSET_MSEC;
     mcf->shutdown_timeout = NGX_CONF_UNSET_MSEC;
     mcf->profiling_rate = NGX_CONF_UNSET_UINT;
+    mcf->profiling_wall_rate = NGX_CONF_UNSET_UINT;
+    mcf->profiling_memory_interval = NGX_CONF_UNSET_SIZE;
     mcf->profiling_interval = NGX_CONF_UNSET_MSEC;
     mcf->profiling_max_depth = NGX_CONF_UNSET_UINT;
     mcf->profiling_max_size = NGX_CONF_UNSET_SIZE;
@@ -549,6 +576,11 @@ ngx_http_spanprof_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(mcf->shutdown_timeout, 2000);
 
     ngx_conf_init_uint_value(mcf->profiling_rate, 100);
+    ngx_conf_init_uint_value(mcf->profiling_wall_rate, 100);
+    ngx_conf_init_size_value(mcf->profiling_memory_interval, 512 * 1024);
+    if (mcf->profiling_types == 0) {
+        mcf->profiling_types = SP_SAMPLER_TYPE_CPU;
+    }
     ngx_conf_init_msec_value(mcf->profiling_interval, 10000);
     ngx_conf_init_uint_value(mcf->profiling_max_depth, 64);
     ngx_conf_init_size_value(mcf->profiling_max_size,

@@ -83,6 +83,9 @@ typedef struct {
 
     /* otel_profiling_* */
     ngx_uint_t                   profiling_rate;
+    ngx_uint_t                   profiling_types;  /* SP_SAMPLER_TYPE_* */
+    ngx_uint_t                   profiling_wall_rate;
+    size_t                       profiling_memory_interval;
     ngx_msec_t                   profiling_interval;
     ngx_uint_t                   profiling_max_depth;
     size_t                       profiling_max_size;
@@ -199,6 +202,8 @@ size_t ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
     size_t cap);
 
 ngx_int_t ngx_http_spanprof_profiling_init(ngx_conf_t *cf);
+char *ngx_http_spanprof_profiling_types(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 void ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */

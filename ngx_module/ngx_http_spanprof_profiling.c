@@ -37,6 +37,9 @@ static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
 
 static ngx_flag_t  ngx_http_spanprof_sampling;
 
+/* The worker's idle state (sampler.h): its event wait is idle time. */
+static sp_sampler_idle_t  *ngx_http_spanprof_idle;
+
 
 /* ---- which request an event belongs to ------------------------------------ */
 
@@ -157,8 +160,15 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     ngx_http_spanprof_detach();
 
+    /* The wait for events is idle, not work: no wall sample is taken in
+     * it (the event method's own work after the wait, posting events, is
+     * counted idle too: microseconds). A wall signal interrupting the wait
+     * sets ngx_event_timer_alarm: the event method then takes the EINTR
+     * as a timer wake-up, as with timer_resolution. */
+    sp_sampler_idle_begin(ngx_http_spanprof_idle);
     rc = ngx_http_spanprof_process_events_next(cycle, timer,
                                                flags | NGX_POST_EVENTS);
+    sp_sampler_idle_end(ngx_http_spanprof_idle);
 
     /* nginx's own order: accept events, timers, then the other events; our
      * loop leaves nginx nothing to run unbracketed after we return. */
@@ -302,8 +312,11 @@ ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
                                ? end_ns - ctx->start_ns : 0,
                                (int) status, failed, ctx->record.sp_cpu_ns);
 
-    /* Samples were taken (its CPU time counts them): they wait for this. */
-    if (ctx->record.sp_cpu_ns > 0 && sp_keep_send(ctx->span_id, keep) != 0) {
+    /* Samples were taken (its CPU or wall time counts them): they wait for
+     * this. */
+    if ((ctx->record.sp_cpu_ns > 0 || ctx->record.sp_wall_ns > 0)
+        && sp_keep_send(ctx->span_id, keep) != 0)
+    {
         keep = 0;
     }
     ctx->unkept = !keep;
@@ -328,6 +341,48 @@ ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
 /* ---- configuration and process hooks ------------------------------------- */
 
+/* otel_profiling_types cpu [wall] [memory]; */
+char *
+ngx_http_spanprof_profiling_types(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_spanprof_main_conf_t *mcf = conf;
+    ngx_str_t                     *value;
+    ngx_uint_t                     i, t, types;
+
+    if (mcf->profiling_types != 0) {
+        return "is duplicate";
+    }
+    value = cf->args->elts;
+    types = 0;
+    for (i = 1; i < cf->args->nelts; i++) {
+        if (ngx_strcmp(value[i].data, "cpu") == 0) {
+            t = SP_SAMPLER_TYPE_CPU;
+        } else if (ngx_strcmp(value[i].data, "wall") == 0) {
+            t = SP_SAMPLER_TYPE_WALL;
+        } else if (ngx_strcmp(value[i].data, "memory") == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\": memory profiling is not supported "
+                               "by this build yet", &value[i]);
+            return NGX_CONF_ERROR;
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid profiling type \"%V\" (cpu, wall, "
+                               "memory)", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+        if (types & t) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "profiling type \"%V\" given twice",
+                               &value[i]);
+            return NGX_CONF_ERROR;
+        }
+        types |= t;
+    }
+    mcf->profiling_types = types;
+    return NGX_CONF_OK;
+}
+
 ngx_int_t
 ngx_http_spanprof_profiling_init(ngx_conf_t *cf)
 {
@@ -348,12 +403,17 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     char               err[256];
     sp_sampler_conf_t  sc;
 
+    ngx_memzero(&sc, sizeof(sc));
     sc.rate_hz = (unsigned) mcf->profiling_rate;
+    sc.wall_rate_hz = (unsigned) mcf->profiling_wall_rate;
+    sc.types = (unsigned) mcf->profiling_types;
     sc.max_depth = (unsigned) mcf->profiling_max_depth;
     /* A few seconds of samples at the full rate: the exporter drains the
      * ring every 200 ms. */
-    sc.ring_capacity = 4 * mcf->profiling_rate < 1024
-                       ? 1024 : 4 * mcf->profiling_rate;
+    sc.ring_capacity = 4 * (mcf->profiling_rate + mcf->profiling_wall_rate)
+                       < 1024
+                       ? 1024
+                       : 4 * (mcf->profiling_rate + mcf->profiling_wall_rate);
 
     ngx_http_spanprof_labels = sp_thread_ctx_slot();
 
@@ -379,6 +439,8 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
         mcf->keep_used = 0;
     }
 
+    ngx_http_spanprof_idle = sp_sampler_idle_slot();
+    sp_sampler_set_idle_wake(&ngx_event_timer_alarm);
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_spanprof_process_events;
     ngx_http_spanprof_sampling = 1;

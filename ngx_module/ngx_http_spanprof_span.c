@@ -275,6 +275,19 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     sent = r->connection->sent - r->header_size;
     sp_span_attr_cint(s, "http.response.body.size", sent > 0 ? sent : 0);
 
+    /* The request's sampled CPU and off-CPU time (sampler.h): with the loop's
+     * waits, its duration at a glance. */
+    if (ctx->profiled) {
+        sp_span_attr_cint(s, "spanprof.cpu_time_ns",
+                          (int64_t) ctx->record.sp_cpu_ns);
+        if (ctx->record.sp_wall_ns > 0) {
+            sp_span_attr_cint(s, "spanprof.wall_time_ns",
+                              (int64_t) ctx->record.sp_wall_ns);
+            sp_span_attr_cint(s, "spanprof.off_cpu_time_ns",
+                              (int64_t) ctx->record.sp_off_cpu_ns);
+        }
+    }
+
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
     if (ctx->profiled && !ctx->unkept) {
         sp_hex_encode((char *) hex, ctx->span_id, SP_SPAN_ID_LEN);

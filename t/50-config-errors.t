@@ -133,6 +133,23 @@ otel_exporter { interval 1s; }
 $SERVER
 EOF
         qr/"otel_exporter" in \S+ has no "endpoint" and neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set/],
+    # profiling types and their rates (issue 28)
+    ['otel_profiling_types bogus', "otel_profiling_types cpu bogus;\n$SERVER",
+        qr/otel_profiling_types cpu bogus/, qr/invalid profiling type "bogus" \(cpu, wall, memory\)/],
+    ['otel_profiling_types memory (not in this build yet)', "otel_profiling_types cpu memory;\n$SERVER",
+        qr/otel_profiling_types cpu memory/, qr/"memory": memory profiling is not supported by this build yet/],
+    ['otel_profiling_types wall wall', "otel_profiling_types wall wall;\n$SERVER",
+        qr/otel_profiling_types wall wall/, qr/profiling type "wall" given twice/],
+    ['otel_profiling_types twice', "otel_profiling_types cpu;\notel_profiling_types wall;\n$SERVER",
+        qr/otel_profiling_types wall/, qr/is duplicate/],
+    ['otel_profiling_wall_rate 0', "otel_profiling_wall_rate 0;\n$SERVER",
+        qr/otel_profiling_wall_rate 0/, qr/must be between 1 and 1000/],
+    ['otel_profiling_wall_rate 5000', "otel_profiling_wall_rate 5000;\n$SERVER",
+        qr/otel_profiling_wall_rate 5000/, qr/must be between 1 and 1000/],
+    ['otel_profiling_memory_interval abc', "otel_profiling_memory_interval abc;\n$SERVER",
+        qr/otel_profiling_memory_interval abc/, qr/invalid value/],
+    ['otel_profiling_types in a server', "server { listen 127.0.0.1:%%PORT%%; otel_profiling_types cpu; }\n",
+        qr/otel_profiling_types cpu/, qr/directive is not allowed here/],
 );
 
 for my $c (@bad) {
@@ -255,6 +272,10 @@ EOF
     (map { ["nginx-otel endpoint $_", "otel_exporter { endpoint $_; }\n$SERVER"] }
         '127.0.0.1:4317', 'localhost:4317', '[::1]:4317', 'http://collector:4317',
         'HTTPS://collector:4317', 'http://127.0.0.1:4317/', 'https://user:pw\@collector:4317'),
+    ['profiling types cpu wall, rates, memory interval',
+        "otel_profiling_types cpu wall;\notel_profiling_wall_rate 250;\n"
+        . "otel_profiling_memory_interval 1m;\notel_exporter { endpoint file://%%PREFIX%%; }\n$SERVER"],
+    ['profiling types wall only', "otel_profiling_types wall;\notel_exporter { endpoint file://%%PREFIX%%; }\n$SERVER"],
     ['no otel_trace anywhere, no exporter', <<"EOF"],
 server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }
 EOF

@@ -81,6 +81,19 @@ my @bad = (
         qr/OtelExporterEndpoint http/, qr/invalid endpoint "http:\/\/127.0.0.1:99999": has an invalid port/],
     ['service name in a Location', "$OK<Location />\n    OtelServiceName x\n</Location>\n",
         qr/OtelServiceName x/, qr/OtelServiceName not allowed in <Location> context/],
+    # profiling types and their rates (issue 28)
+    ['OtelProfilingTypes bogus', "${OK}OtelProfilingTypes cpu bogus\n",
+        qr/OtelProfilingTypes cpu bogus/, qr/OtelProfilingTypes: invalid profiling type "bogus" \(cpu, wall, memory\)/],
+    ['OtelProfilingTypes memory (not in this build yet)', "${OK}OtelProfilingTypes cpu memory\n",
+        qr/OtelProfilingTypes cpu memory/, qr/"memory": memory profiling is not supported by this build yet/],
+    ['OtelProfilingTypes wall wall', "${OK}OtelProfilingTypes wall wall\n",
+        qr/OtelProfilingTypes wall wall/, qr/profiling type "wall" given twice/],
+    ['OtelProfilingWallRate 0', "${OK}OtelProfilingWallRate 0\n", qr/WallRate 0/, qr/from 1 to 1000/],
+    ['OtelProfilingWallRate 5000', "${OK}OtelProfilingWallRate 5000\n", qr/WallRate 5000/, qr/from 1 to 1000/],
+    ['OtelProfilingMemoryInterval abc', "${OK}OtelProfilingMemoryInterval abc\n",
+        qr/MemoryInterval abc/, qr/OtelProfilingMemoryInterval: invalid size "abc"/],
+    ['OtelProfilingMemoryInterval 0', "${OK}OtelProfilingMemoryInterval 0\n",
+        qr/MemoryInterval 0/, qr/invalid size "0"/],
 );
 
 for my $c (@bad) {
@@ -161,6 +174,9 @@ OtelProfilingRate 99
 OtelProfilingInterval 10
 OtelProfilingMaxDepth 128
 OtelProfilingMaxSize 4m
+OtelProfilingTypes cpu wall
+OtelProfilingWallRate 250
+OtelProfilingMemoryInterval 1m
 OtelProfilingPyroscope http://127.0.0.1:4040/
 OtelTrace On
 OtelTraceContext propagate

@@ -560,6 +560,15 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
     size_t          i, j;
 
     if (p->sample_type != NULL) {
+        const char  *type = dict_str(d, p->sample_type->type_strindex);
+
+        /* serve shows CPU: the wall and off-CPU profiles that come in
+         * the same request (otel_profiling_types ... wall) are skipped */
+        if (type != NULL && (strcmp(type, "wall") == 0
+                             || strcmp(type, "off_cpu") == 0))
+        {
+            return 0;
+        }
         unit = dict_str(d, p->sample_type->unit_strindex);
     }
     /* A sample's values are CPU nanoseconds (sample_type cpu/nanoseconds)

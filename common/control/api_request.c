@@ -93,6 +93,8 @@ sp_api_handle(const sp_api_request_t *req, const sp_api_info_t *info,
     if (strcmp(req->method, "DELETE") == 0) {
         body.profiling = 0;
         body.rate_hz = 0;
+        body.cpu = body.wall = -1;
+        body.wall_rate_hz = 0;
     } else if (sp_control_body_parse(req->body, req->body_len, &body, err,
                                      sizeof(err)) != 0)
     {
@@ -102,7 +104,8 @@ sp_api_handle(const sp_api_request_t *req, const sp_api_info_t *info,
         return error(resp, 409, "profiling is not configured "
                      "(no location profiles): it cannot be turned on");
     }
-    sp_control_set(c, body.profiling, body.rate_hz, &st);
+    sp_control_set_types(c, body.profiling, body.rate_hz, body.cpu, body.wall,
+                         body.wall_rate_hz, &st);
 
     resp->status = 200;
     resp->content_type = JSON_TYPE;

@@ -18,6 +18,9 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
 
     out->profiling = -1;
     out->rate_hz = 0;
+    out->cpu = -1;
+    out->wall = -1;
+    out->wall_rate_hz = 0;
     if (len == 0) {
         snprintf(err, errlen, "empty body: expected {\"profiling\": "
                  "true|false, \"rate\": N}");
@@ -39,12 +42,27 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
         goto done;
     }
     json_object_foreach(root, key, v) {
-        if (strcmp(key, "profiling") == 0) {
+        if (strcmp(key, "profiling") == 0 || strcmp(key, "cpu") == 0
+            || strcmp(key, "wall") == 0)
+        {
             if (!json_is_boolean(v)) {
-                snprintf(err, errlen, "\"profiling\" must be true or false");
+                snprintf(err, errlen, "\"%s\" must be true or false", key);
                 goto done;
             }
-            out->profiling = json_is_true(v);
+            *(key[0] == 'p' ? &out->profiling
+              : key[0] == 'c' ? &out->cpu : &out->wall) = json_is_true(v);
+
+        } else if (strcmp(key, "wall_rate") == 0) {
+            if (!json_is_integer(v)
+                || json_integer_value(v) < 1
+                || json_integer_value(v) > SP_CONTROL_MAX_RATE)
+            {
+                snprintf(err, errlen, "\"wall_rate\" must be an integer "
+                         "1..%d (wall samples per second)",
+                         SP_CONTROL_MAX_RATE);
+                goto done;
+            }
+            out->wall_rate_hz = (unsigned) json_integer_value(v);
 
         } else if (strcmp(key, "rate") == 0) {
             if (!json_is_integer(v)) {
@@ -62,13 +80,16 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
 
         } else {
             snprintf(err, errlen, "unknown member \"%.64s\" (expected "
-                     "\"profiling\" and/or \"rate\")", key);
+                     "\"profiling\", \"rate\", \"cpu\", \"wall\" or "
+                     "\"wall_rate\")", key);
             goto done;
         }
     }
-    if (out->profiling < 0 && out->rate_hz == 0) {
-        snprintf(err, errlen, "nothing to change: give \"profiling\" "
-                 "and/or \"rate\"");
+    if (out->profiling < 0 && out->rate_hz == 0 && out->cpu < 0
+        && out->wall < 0 && out->wall_rate_hz == 0)
+    {
+        snprintf(err, errlen, "nothing to change: give \"profiling\", "
+                 "\"rate\", \"cpu\", \"wall\" or \"wall_rate\"");
         goto done;
     }
     rc = 0;

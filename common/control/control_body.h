@@ -4,15 +4,19 @@
 #include <stddef.h>
 
 /* The body of a control API write (POST/PUT):
- *     {"profiling": true|false, "rate": N}
- * both members optional but at least one, rate an integer 1..1000, no
- * other member. */
+ *     {"profiling": true|false, "rate": N,
+ *      "cpu": true|false, "wall": true|false, "wall_rate": N}
+ * every member optional but at least one, rates integers 1..1000, no
+ * other member. "profiling" pauses or resumes every type; "cpu" and
+ * "wall" switch one type. */
 
 #define SP_CONTROL_BODY_MAX  4096     /* bytes the servers read */
 
 typedef struct {
     int       profiling;              /* -1: not given */
     unsigned  rate_hz;                /* 0: not given */
+    int       cpu, wall;              /* -1: not given */
+    unsigned  wall_rate_hz;           /* 0: not given */
 } sp_control_body_t;
 
 /* 0, or -1 with a reason for the client in err. */

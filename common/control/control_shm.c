@@ -6,13 +6,32 @@
 #include "common/control/control_shm.h"
 
 /* The wanted state packs into one word, so it is read and changed
- * atomically without a lock: generation << 32 | profiling << 16 | rate. */
+ * atomically without a lock: generation << 32 | wall rate << 19 | wall on
+ * << 18 | cpu off << 17 | profiling << 16 | rate (all-zero type bits: CPU
+ * only, wall rate 0: the default). */
 #define PACK(gen, prof, rate)                                                 \
     (((uint64_t) (gen) << 32) | ((uint64_t) ((prof) ? 1 : 0) << 16)           \
      | (uint64_t) ((rate) & 0xffff))
 #define GEN(w)    ((w) >> 32)
 #define PROF(w)   ((int) (((w) >> 16) & 1))
 #define RATE(w)   ((unsigned) ((w) & 0xffff))
+#define TYPE_BITS(w)  ((w) & ((uint64_t) 0x1fff << 17))
+#define CPU_OFF   ((uint64_t) 1 << 17)
+#define WALL_ON   ((uint64_t) 1 << 18)
+#define WALL_RATE(w)  ((unsigned) (((w) >> 19) & 0x7ff))
+#define TYPES_PACK(cpu, wall, wrate)                                          \
+    (((cpu) ? 0 : CPU_OFF) | ((wall) ? WALL_ON : 0)                           \
+     | ((uint64_t) ((wrate) & 0x7ff) << 19))
+
+static void
+unpack(uint64_t w, sp_control_state_t *st)
+{
+    st->profiling = PROF(w);
+    st->rate_hz = RATE(w);
+    st->generation = GEN(w);
+    st->types = ((w & CPU_OFF) ? 0 : 1u) | ((w & WALL_ON) ? 2u : 0);
+    st->wall_rate_hz = WALL_RATE(w) ? WALL_RATE(w) : 100;
+}
 
 typedef struct {
     _Alignas(64) _Atomic int32_t   pid;      /* 0: free */
@@ -82,24 +101,31 @@ sp_control_shm_reset(void *mem, int profiling, unsigned rate_hz)
     w = atomic_load(&c->wanted);
     atomic_store(&c->wanted,
                  PACK(GEN(w) + 1, profiling, clamp_rate(rate_hz)));
+    /* (the types come back with sp_control_shm_configure_types) */
     return c;
+}
+
+void
+sp_control_shm_configure_types(sp_control_shm_t *c, unsigned types,
+    unsigned wall_rate_hz)
+{
+    uint64_t  t = TYPES_PACK(types & 1, types & 2, clamp_rate(wall_rate_hz));
+    uint64_t  w = atomic_load(&c->wanted);
+
+    c->configured = (c->configured & ~TYPE_BITS(c->configured)) | t;
+    atomic_store(&c->wanted, (w & ~TYPE_BITS(w)) | t);
 }
 
 void
 sp_control_get(const sp_control_shm_t *c, sp_control_state_t *st)
 {
-    uint64_t  w = atomic_load(&((sp_control_shm_t *) c)->wanted);
-
-    st->profiling = PROF(w);
-    st->rate_hz = RATE(w);
-    st->generation = GEN(w);
+    unpack(atomic_load(&((sp_control_shm_t *) c)->wanted), st);
 }
 
 void
 sp_control_configured(const sp_control_shm_t *c, sp_control_state_t *st)
 {
-    st->profiling = PROF(c->configured);
-    st->rate_hz = RATE(c->configured);
+    unpack(c->configured, st);
     st->generation = 0;
 }
 
@@ -107,16 +133,26 @@ void
 sp_control_set(sp_control_shm_t *c, int profiling, unsigned rate_hz,
     sp_control_state_t *out)
 {
-    uint64_t  w, n;
+    sp_control_set_types(c, profiling, rate_hz, -1, -1, 0, out);
+}
+
+void
+sp_control_set_types(sp_control_shm_t *c, int profiling, unsigned rate_hz,
+    int cpu, int wall, unsigned wall_rate_hz, sp_control_state_t *out)
+{
+    uint64_t  w, n, t;
 
     w = atomic_load(&c->wanted);
     do {
         n = PACK(GEN(w) + 1, profiling < 0 ? PROF(w) : profiling,
                  rate_hz == 0 ? RATE(w) : clamp_rate(rate_hz));
+        t = TYPES_PACK(cpu < 0 ? !(w & CPU_OFF) : cpu,
+                       wall < 0 ? !!(w & WALL_ON) : wall,
+                       wall_rate_hz == 0 ? WALL_RATE(w)
+                                         : clamp_rate(wall_rate_hz));
+        n |= t;
     } while (!atomic_compare_exchange_weak(&c->wanted, &w, n));
-    out->profiling = PROF(n);
-    out->rate_hz = RATE(n);
-    out->generation = GEN(n);
+    unpack(n, out);
 }
 
 /* A slot's process is gone (a worker killed without its exit hook). */

@@ -27,6 +27,10 @@ typedef struct {
     int       profiling;           /* 0/1 */
     unsigned  rate_hz;             /* 1..SP_CONTROL_MAX_RATE */
     uint64_t  generation;
+    /* Sample types (sampler.h's SP_SAMPLER_TYPE_CPU | _WALL; default CPU)
+     * and the wall-clock rate (default 100). */
+    unsigned  types;
+    unsigned  wall_rate_hz;
 } sp_control_state_t;
 
 typedef struct sp_control_shm sp_control_shm_t;
@@ -47,6 +51,11 @@ sp_control_shm_t *sp_control_shm_init(void *mem, int profiling,
 sp_control_shm_t *sp_control_shm_reset(void *mem, int profiling,
     unsigned rate_hz);
 
+/* Sets the configured (and wanted) sample types and wall rate, right after
+ * init or reset, before any worker reads the block. */
+void sp_control_shm_configure_types(sp_control_shm_t *c, unsigned types,
+    unsigned wall_rate_hz);
+
 /* The wanted state (one atomic read). */
 void sp_control_get(const sp_control_shm_t *c, sp_control_state_t *st);
 /* The configured one (generation 0). */
@@ -55,6 +64,11 @@ void sp_control_configured(const sp_control_shm_t *c, sp_control_state_t *st);
 /* Changes the wanted state: profiling -1 and rate 0 leave that part as it
  * is. Any process, any thread; returns the new state. */
 void sp_control_set(sp_control_shm_t *c, int profiling, unsigned rate_hz,
+    sp_control_state_t *out);
+/* The same with the types: cpu/wall -1 leave that type as it is, 0 or 1
+ * switch it; wall_rate_hz 0 leaves it. */
+void sp_control_set_types(sp_control_shm_t *c, int profiling,
+    unsigned rate_hz, int cpu, int wall, unsigned wall_rate_hz,
     sp_control_state_t *out);
 
 /* ---- status slots ---- */

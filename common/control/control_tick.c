@@ -62,6 +62,12 @@ apply(sp_control_shm_t *c)
     if (sp_sampler_paused() != !st.profiling) {
         sp_sampler_set_paused(!st.profiling);
     }
+    if (sp_sampler_types() != st.types) {
+        sp_sampler_set_types(st.types);
+    }
+    if (sp_sampler_wall_rate() != st.wall_rate_hz) {
+        (void) sp_sampler_set_wall_rate(st.wall_rate_hz);
+    }
     applied_generation = st.generation;
 }
 
@@ -129,6 +135,13 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_rate_hz] = sp_sampler_effective_rate();
         st->v[SP_ST_base_rate_hz] = sp_sampler_rate();
         st->v[SP_ST_shed_level] = sp_sampler_shed_level();
+        st->v[SP_ST_wall_profiling] = !sp_sampler_paused()
+                                      && (sp_sampler_types()
+                                          & SP_SAMPLER_TYPE_WALL);
+        st->v[SP_ST_wall_rate_hz] = sp_sampler_wall_effective_rate();
+        st->v[SP_ST_wall_base_rate_hz] = sp_sampler_wall_rate();
+        st->v[SP_ST_wall_samples_taken] = ss.wall_samples;
+        st->v[SP_ST_idle_ns] = ss.idle_ns;
     }
     st->v[SP_ST_applied_generation] = applied_generation;
 }

@@ -15,6 +15,15 @@
     X(base_rate_hz, GAUGE, "The sampler's base rate in Hz (before shedding)") \
     X(shed_level, GAUGE,                                                      \
       "Load shedding level: the rate is the base rate >> level")              \
+    X(wall_profiling, GAUGE,                                                  \
+      "1 while this worker samples its wall-clock time")                      \
+    X(wall_rate_hz, GAUGE, "The wall-clock sampler's current rate in Hz")     \
+    X(wall_base_rate_hz, GAUGE,                                               \
+      "The wall-clock sampler's base rate in Hz (before shedding)")           \
+    X(wall_samples_taken, COUNTER,                                            \
+      "Wall-clock samples written to the sample ring (of samples_taken)")     \
+    X(idle_ns, COUNTER,                                                       \
+      "Nanoseconds the worker waited for events (wall-clock profiling on)")   \
     X(spans_started, COUNTER,                                                 \
       "Spans begun by requests (queued or dropped because the queue was full)") \
     X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \

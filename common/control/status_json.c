@@ -100,8 +100,8 @@ sp_status_json(const sp_api_info_t *info, const sp_control_shm_t *c,
             }
         }
     }
-    root = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:I, s:I, s:{s:b, s:I}}, "
-                     "s:o}",
+    root = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:I, s:b, s:b, s:I, s:I, "
+                     "s:{s:b, s:I, s:b, s:b, s:I}}, s:o}",
                      "module", SP_SCOPE_NAME,
                      "version", SP_VERSION,
                      "server", info->server != NULL ? info->server : "",
@@ -109,10 +109,16 @@ sp_status_json(const sp_api_info_t *info, const sp_control_shm_t *c,
                      "control",
                        "profiling", want.profiling,
                        "rate", (json_int_t) want.rate_hz,
+                       "cpu", (int) (want.types & 1),
+                       "wall", (int) !!(want.types & 2),
+                       "wall_rate", (json_int_t) want.wall_rate_hz,
                        "generation", (json_int_t) want.generation,
                        "configured",
                          "profiling", conf.profiling,
                          "rate", (json_int_t) conf.rate_hz,
+                         "cpu", (int) (conf.types & 1),
+                         "wall", (int) !!(conf.types & 2),
+                         "wall_rate", (json_int_t) conf.wall_rate_hz,
                      "workers", workers);
     return dump(root, len);
 }

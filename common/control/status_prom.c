@@ -64,6 +64,13 @@ sp_status_prometheus(const sp_api_info_t *info, const sp_control_shm_t *c,
     family(&b, "control_rate_hz", "", "gauge",
            "Sampler rate wanted by the control state");
     sp_buf_appendf(&b, "spanprof_control_rate_hz %u\n", want.rate_hz);
+    family(&b, "control_wall", "", "gauge",
+           "Wall-clock profiling wanted by the control state (1 on, 0 off)");
+    sp_buf_appendf(&b, "spanprof_control_wall %d\n", !!(want.types & 2));
+    family(&b, "control_wall_rate_hz", "", "gauge",
+           "Wall-clock sampler rate wanted by the control state");
+    sp_buf_appendf(&b, "spanprof_control_wall_rate_hz %u\n",
+                   want.wall_rate_hz);
     family(&b, "control_generation", "", "gauge",
            "Changes made to the control state since the configuration "
            "was loaded");

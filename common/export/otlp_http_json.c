@@ -50,6 +50,15 @@ int
 sp_otlp_http_json_profiles(sp_arena_t *a, const sp_profile_t *p,
     sp_buf_t *out)
 {
+    sp_otlp_profile_part_t  part = { p, SP_OTLP_PROFILE_CPU };
+
+    return sp_otlp_http_json_profiles_n(a, &part, 1, out);
+}
+
+int
+sp_otlp_http_json_profiles_n(sp_arena_t *a,
+    const sp_otlp_profile_part_t *parts, size_t n, sp_buf_t *out)
+{
     ProtobufCAllocator      alloc = { arena_alloc, arena_keep, a };
     pb_profiles_request_t  *req = NULL;
     sp_buf_t                pb;
@@ -59,7 +68,7 @@ sp_otlp_http_json_profiles(sp_arena_t *a, const sp_profile_t *p,
     /* The protobuf request, decoded back into a message tree: the profile
      * encoder builds its tables (dictionary, stacks, links) only once. */
     sp_buf_init(&pb);
-    rc = sp_otlp_profiles_encode(a, p, &pb);
+    rc = sp_otlp_profiles_encode_n(a, parts, n, &pb);
     if (rc == 0 && !sp_buf_failed(&pb)) {
         req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
                   &alloc, pb.len, pb.data);

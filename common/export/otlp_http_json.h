@@ -32,6 +32,10 @@ int sp_otlp_http_json_traces(sp_arena_t *a, const sp_resource_t *res,
  * (the request otlp_profiles.h describes). 0, or -1 on allocation failure
  * or a profile sp_otlp_profiles_encode refuses (out is then left as it
  * was). */
+#include "common/export/otlp_profiles.h"
+/* The same for several profiles (sp_otlp_profiles_encode_n). */
+int sp_otlp_http_json_profiles_n(sp_arena_t *a,
+    const sp_otlp_profile_part_t *parts, size_t n, sp_buf_t *out);
 int sp_otlp_http_json_profiles(sp_arena_t *a, const sp_profile_t *p,
     sp_buf_t *out);
 

@@ -95,7 +95,11 @@ dedup_set(dedup_slot_t *s, const void *key, size_t len, size_t n, size_t max)
 /* The encoder's state: the dictionary being filled and its indexes. */
 typedef struct {
     sp_arena_t          *a;
-    const sp_profile_t  *p;
+    const sp_profile_t  *p;         /* the part being encoded */
+    int                  type;      /* its sp_otlp_profile_type_t */
+    /* where p's mappings, functions and locations start in the
+     * dictionary's tables, minus 1 (parts may share their tables) */
+    int32_t              map_base, fn_base, loc_base;
     pb_dict_t           *dict;
     dedup_t              strs, attrs, links, stacks;
     size_t               max_strs, max_attrs, max_links, max_stacks;
@@ -221,16 +225,27 @@ stack_index(enc_t *e, const sp_profile_sample_t *ps)
 {
     static const pb_stack_t  init =
         OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__STACK__INIT;
-    const int32_t  *locs = e->p->locs + ps->stack_off;
+    const int32_t  *raw = e->p->locs + ps->stack_off;
     size_t          len = ps->stack_len * sizeof(int32_t);
     pb_dict_t      *d = e->dict;
     pb_stack_t     *st;
     dedup_slot_t   *slot;
-    int32_t         i;
+    int32_t         i, *locs;
     size_t          j;
 
     if (ps->stack_len == 0) {
         return 0;
+    }
+    /* The dictionary's location indices (the key of the stack). */
+    locs = sp_arena_alloc(e->a, len);
+    if (locs == NULL) {
+        return -1;
+    }
+    for (j = 0; j < ps->stack_len; j++) {
+        if (raw[j] < 0 || (size_t) raw[j] >= e->p->nlocations) {
+            return -1;
+        }
+        locs[j] = raw[j] + e->loc_base + 1;
     }
     slot = dedup_slot(&e->stacks, locs, len);
     if (slot->val != 0) {
@@ -251,10 +266,7 @@ stack_index(enc_t *e, const sp_profile_sample_t *ps)
         return -1;
     }
     for (j = 0; j < ps->stack_len; j++) {
-        if (locs[j] < 0 || (size_t) locs[j] >= e->p->nlocations) {
-            return -1;
-        }
-        st->location_indices[j] = locs[j] + 1;   /* leaf first, as given */
+        st->location_indices[j] = locs[j];       /* leaf first, as given */
     }
     st->n_location_indices = ps->stack_len;
     d->stack_table[d->n_stack_table++] = st;
@@ -283,7 +295,7 @@ table_new(sp_arena_t *a, size_t n, const void *init, size_t size)
     ((field) = (void *) table_new(a, n, &(init), sizeof(init)))
 
 static pb_dict_t *
-dict_new(enc_t *e)
+dict_new(enc_t *e, const sp_otlp_profile_part_t *parts, size_t n)
 {
     static const pb_dict_t      dict_init =
         OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
@@ -302,9 +314,9 @@ dict_new(enc_t *e)
     /* link_table[0]: all-zero ids of the proper lengths, as the spec
      * recommends for codecs that insist on 16/8-byte ids. */
     static uint8_t              zero_ids[SP_TRACE_ID_LEN + SP_SPAN_ID_LEN];
-    const sp_profile_t         *p = e->p;
     pb_dict_t                  *d;
     pb_link_t                  *l0;
+    size_t                      i, nmap = 0, nfn = 0, nloc = 0, nsmp = 0;
 
     d = sp_arena_alloc(e->a, sizeof(*d));
     if (d == NULL) {
@@ -313,19 +325,25 @@ dict_new(enc_t *e)
     *d = dict_init;
     e->dict = d;
 
-    /* "", 2 value type names (cpu, nanoseconds), 2 attribute keys; a file per mapping; a name
-     * and a file per function. */
-    e->max_strs = 1 + 4 + 2 + p->nmappings + 2 * p->nfunctions;
-    e->max_attrs = 1 + p->nmappings + p->nsamples;
-    e->max_links = 1 + p->nsamples;
-    e->max_stacks = 1 + p->nsamples;
+    for (i = 0; i < n; i++) {
+        nmap += parts[i].p->nmappings;
+        nfn += parts[i].p->nfunctions;
+        nloc += parts[i].p->nlocations;
+        nsmp += parts[i].p->nsamples;
+    }
+    /* "", value type names (cpu, wall, off_cpu, nanoseconds), 2 attribute
+     * keys; a file per mapping; a name and a file per function. */
+    e->max_strs = 1 + 6 + 2 + nmap + 2 * nfn;
+    e->max_attrs = 1 + nmap + nsmp;
+    e->max_links = 1 + nsmp;
+    e->max_stacks = 1 + nsmp;
 
     d->string_table = sp_arena_alloc(e->a, e->max_strs * sizeof(char *));
     if (d->string_table == NULL
-        || TABLE_NEW(e->a, p->nmappings, d->mapping_table, mapping_init) == NULL
-        || TABLE_NEW(e->a, p->nlocations, d->location_table,
+        || TABLE_NEW(e->a, nmap, d->mapping_table, mapping_init) == NULL
+        || TABLE_NEW(e->a, nloc, d->location_table,
                      location_init) == NULL
-        || TABLE_NEW(e->a, p->nfunctions, d->function_table,
+        || TABLE_NEW(e->a, nfn, d->function_table,
                      function_init) == NULL
         || TABLE_NEW(e->a, e->max_links, d->link_table, link_init) == NULL
         || TABLE_NEW(e->a, e->max_attrs, d->attribute_table, kvu_init) == NULL
@@ -442,7 +460,8 @@ add_locations(enc_t *e)
             return -1;
         }
         *l = loc_init;
-        l->mapping_index = pl->mapping >= 0 ? pl->mapping + 1 : 0;
+        l->mapping_index = pl->mapping >= 0 ? pl->mapping + e->map_base + 1
+                                            : 0;
         l->address = pl->address;
         if (pl->function >= 0) {
             l->lines = sp_arena_alloc(e->a, sizeof(*l->lines));
@@ -454,7 +473,7 @@ add_locations(enc_t *e)
                 return -1;
             }
             *l->lines[0] = line_init;
-            l->lines[0]->function_index = pl->function + 1;
+            l->lines[0]->function_index = pl->function + e->fn_base + 1;
             l->n_lines = 1;
         }
         e->dict->location_table[e->dict->n_location_table++] = l;
@@ -513,6 +532,13 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
      * must be of one length when both are set. */
     total = ps->cpu_ns != 0 ? ps->cpu_ns
                             : ps->count * (int64_t) p->period_ns;
+    if (e->type == SP_OTLP_PROFILE_OFF_CPU) {
+        /* off-CPU ns per signal when known, else the sample's sum */
+        total = ps->off_cpu_ns;
+        if (p->ts_off_cpu_ns == NULL) {
+            nts = 0;
+        }
+    }
     if (nts == 0 || (int64_t) nts > ps->count) {
         nts = 0;
     }
@@ -525,7 +551,11 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
         s->n_values = 1;
         return s;
     }
-    if (p->ts_cpu_ns != NULL) {
+    if (e->type == SP_OTLP_PROFILE_OFF_CPU) {
+        for (i = 0; i < nts; i++) {
+            s->values[i] = p->ts_off_cpu_ns[ps->ts_off + i];
+        }
+    } else if (p->ts_cpu_ns != NULL) {
         for (i = 0; i < nts; i++) {
             s->values[i] = p->ts_cpu_ns[ps->ts_off + i];
         }
@@ -576,8 +606,11 @@ profile_new(enc_t *e)
         return NULL;
     }
     *pr = init;
-    pr->sample_type = value_type(e, "cpu", "nanoseconds");
-    pr->period_type = value_type(e, "cpu", "nanoseconds");
+    pr->sample_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU ? "cpu"
+                                    : e->type == SP_OTLP_PROFILE_WALL ? "wall"
+                                    : "off_cpu", "nanoseconds");
+    pr->period_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU ? "cpu"
+                                    : "wall", "nanoseconds");
     if (pr->sample_type == NULL || pr->period_type == NULL) {
         return NULL;
     }
@@ -593,18 +626,25 @@ profile_new(enc_t *e)
     if (pr->samples == NULL) {
         return NULL;
     }
+    pr->n_samples = 0;
     for (i = 0; i < p->nsamples; i++) {
-        pr->samples[i] = sample_to_pb(e, &p->samples[i]);
-        if (pr->samples[i] == NULL) {
+        /* an off-CPU profile holds the stacks that were off CPU */
+        if (e->type == SP_OTLP_PROFILE_OFF_CPU
+            && p->samples[i].off_cpu_ns == 0)
+        {
+            continue;
+        }
+        pr->samples[pr->n_samples] = sample_to_pb(e, &p->samples[i]);
+        if (pr->samples[pr->n_samples] == NULL) {
             return NULL;
         }
+        pr->n_samples++;
     }
-    pr->n_samples = p->nsamples;
     return pr;
 }
 
 static pb_request_t *
-build_request(sp_arena_t *a, const sp_profile_t *p)
+build_request(sp_arena_t *a, const sp_otlp_profile_part_t *parts, size_t n)
 {
     static const pb_request_t            req_init =
         OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_SERVICE_REQUEST__INIT;
@@ -615,11 +655,21 @@ build_request(sp_arena_t *a, const sp_profile_t *p)
     pb_request_t            *req;
     pb_resource_profiles_t  *rp;
     pb_scope_profiles_t     *sp;
+    const sp_profile_t      *p;
     enc_t                    e;
+    size_t                   i, j;
+    int32_t                 *bases;
 
+    if (n == 0) {
+        return NULL;
+    }
     memset(&e, 0, sizeof(e));
     e.a = a;
-    e.p = p;
+    p = parts[0].p;
+    bases = sp_arena_alloc(a, 3 * n * sizeof(int32_t));
+    if (bases == NULL) {
+        return NULL;
+    }
 
     req = sp_arena_alloc(a, sizeof(*req));
     rp = sp_arena_alloc(a, sizeof(*rp));
@@ -631,16 +681,38 @@ build_request(sp_arena_t *a, const sp_profile_t *p)
     *rp = rp_init;
     *sp = sp_init;
 
-    req->dictionary = dict_new(&e);
-    if (req->dictionary == NULL || add_mappings(&e) != 0
-        || add_functions(&e) != 0 || add_locations(&e) != 0)
-    {
+    req->dictionary = dict_new(&e, parts, n);
+    if (req->dictionary == NULL) {
         return NULL;
+    }
+    /* Each part's tables once: parts of one build share them. */
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < i; j++) {
+            if (parts[j].p->locations == parts[i].p->locations
+                && parts[j].p->functions == parts[i].p->functions
+                && parts[j].p->mappings == parts[i].p->mappings)
+            {
+                break;
+            }
+        }
+        if (j < i) {
+            memcpy(bases + 3 * i, bases + 3 * j, 3 * sizeof(int32_t));
+            continue;
+        }
+        e.p = parts[i].p;
+        e.map_base = bases[3 * i] = (int32_t) req->dictionary->n_mapping_table - 1;
+        e.fn_base = bases[3 * i + 1] = (int32_t) req->dictionary->n_function_table - 1;
+        e.loc_base = bases[3 * i + 2] = (int32_t) req->dictionary->n_location_table - 1;
+        if (add_mappings(&e) != 0 || add_functions(&e) != 0
+            || add_locations(&e) != 0)
+        {
+            return NULL;
+        }
     }
 
     req->resource_profiles = sp_arena_alloc(a, sizeof(*req->resource_profiles));
     rp->scope_profiles = sp_arena_alloc(a, sizeof(*rp->scope_profiles));
-    sp->profiles = sp_arena_alloc(a, sizeof(*sp->profiles));
+    sp->profiles = sp_arena_alloc(a, n * sizeof(*sp->profiles));
     if (req->resource_profiles == NULL || rp->scope_profiles == NULL
         || sp->profiles == NULL)
     {
@@ -653,11 +725,21 @@ build_request(sp_arena_t *a, const sp_profile_t *p)
         }
     }
     sp->scope = sp_otlp_scope(a);
-    sp->profiles[0] = profile_new(&e);
-    if (sp->scope == NULL || sp->profiles[0] == NULL) {
+    if (sp->scope == NULL) {
         return NULL;
     }
-    sp->n_profiles = 1;
+    for (i = 0; i < n; i++) {
+        e.p = parts[i].p;
+        e.type = parts[i].type;
+        e.map_base = bases[3 * i];
+        e.fn_base = bases[3 * i + 1];
+        e.loc_base = bases[3 * i + 2];
+        sp->profiles[i] = profile_new(&e);
+        if (sp->profiles[i] == NULL) {
+            return NULL;
+        }
+    }
+    sp->n_profiles = n;
     rp->scope_profiles[0] = sp;
     rp->n_scope_profiles = 1;
     req->resource_profiles[0] = rp;
@@ -668,7 +750,16 @@ build_request(sp_arena_t *a, const sp_profile_t *p)
 int
 sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
 {
-    pb_request_t  *req = build_request(a, p);
+    sp_otlp_profile_part_t  part = { p, SP_OTLP_PROFILE_CPU };
+
+    return sp_otlp_profiles_encode_n(a, &part, 1, out);
+}
+
+int
+sp_otlp_profiles_encode_n(sp_arena_t *a, const sp_otlp_profile_part_t *parts,
+    size_t n, sp_buf_t *out)
+{
+    pb_request_t  *req = build_request(a, parts, n);
     size_t         size;
 
     if (req == NULL) {

@@ -38,6 +38,26 @@
 int sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p,
     sp_buf_t *out);
 
+/* Several profiles in one request, one Profile each in the ScopeProfiles,
+ * sharing the dictionary (parts built together share their tables): CPU
+ * (sample_type cpu/nanoseconds), WALL (wall/nanoseconds, period_type
+ * wall/nanoseconds: the values of a wall profile's samples) and OFF_CPU
+ * (off_cpu/nanoseconds: the same wall profile's off-CPU values, per
+ * timestamp from ts_off_cpu_ns, only its samples with off-CPU time). */
+typedef enum {
+    SP_OTLP_PROFILE_CPU = 0,
+    SP_OTLP_PROFILE_WALL,
+    SP_OTLP_PROFILE_OFF_CPU
+} sp_otlp_profile_type_t;
+
+typedef struct {
+    const sp_profile_t  *p;
+    int                  type;     /* sp_otlp_profile_type_t */
+} sp_otlp_profile_part_t;
+
+int sp_otlp_profiles_encode_n(sp_arena_t *a,
+    const sp_otlp_profile_part_t *parts, size_t n, sp_buf_t *out);
+
 /* Reads the collector's answer, an ExportProfilesServiceResponse
  * (protobuf, as http/protobuf and gRPC carry it): the rejected_profiles of
  * a partial success (0 without one; as sent, even negative) and its

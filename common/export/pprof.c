@@ -5,6 +5,7 @@
 
 #include "common/export/gzip.h"
 #include "common/export/pprof.h"
+#include "common/profile/sampler.h"
 
 typedef Perftools__Profiles__Profile    pb_profile_t;
 typedef Perftools__Profiles__ValueType  pb_value_type_t;
@@ -252,7 +253,8 @@ sample_ns(int64_t count, uint64_t period)
 
 static pb_sample_t *
 sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
-    const sp_profile_sample_t *ps, sp_pprof_span_labels_t span_labels)
+    const sp_profile_sample_t *ps, sp_pprof_span_labels_t span_labels,
+    int wall)
 {
     static const pb_sample_t  init = PERFTOOLS__PROFILES__SAMPLE__INIT;
     pb_sample_t              *s;
@@ -269,7 +271,7 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
     *s = init;
     s->location_id = sp_arena_alloc(a,
                                     (ps->stack_len + 1) * sizeof(uint64_t));
-    s->value = sp_arena_alloc(a, 2 * sizeof(int64_t));
+    s->value = sp_arena_alloc(a, 3 * sizeof(int64_t));
     if (s->location_id == NULL || s->value == NULL) {
         return NULL;
     }
@@ -286,6 +288,10 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
     s->value[1] = ps->cpu_ns != 0 ? ps->cpu_ns
                                   : sample_ns(ps->count, p->period_ns);
     s->n_value = 2;
+    if (wall) {
+        s->value[2] = ps->off_cpu_ns;
+        s->n_value = 3;
+    }
 
     if (ps->has_span) {
         s->label = sp_arena_alloc(a, 3 * sizeof(pb_label_t *));
@@ -313,7 +319,7 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
 
 static pb_profile_t *
 build_profile(sp_arena_t *a, const sp_profile_t *p,
-    sp_pprof_span_labels_t span_labels)
+    sp_pprof_span_labels_t span_labels, int wall)
 {
     static const pb_profile_t  init = PERFTOOLS__PROFILES__PROFILE__INIT;
     pb_profile_t              *pr;
@@ -322,7 +328,7 @@ build_profile(sp_arena_t *a, const sp_profile_t *p,
 
     /* "", 4 type/unit names, 3 label keys; two per mapping and function;
      * three per sample. */
-    if (strtab_init(a, &t, 8 + 2 * p->nmappings + 2 * p->nfunctions
+    if (strtab_init(a, &t, 10 + 2 * p->nmappings + 2 * p->nfunctions
                            + 3 * p->nsamples) != 0)
     {
         return NULL;
@@ -334,14 +340,23 @@ build_profile(sp_arena_t *a, const sp_profile_t *p,
     *pr = init;
     strtab_intern(&t, "");
 
-    pr->sample_type = sp_arena_alloc(a, 2 * sizeof(pb_value_type_t *));
+    pr->sample_type = sp_arena_alloc(a, 3 * sizeof(pb_value_type_t *));
     if (pr->sample_type == NULL) {
         return NULL;
     }
     pr->sample_type[0] = value_type(a, &t, "samples", "count");
-    pr->sample_type[1] = value_type(a, &t, "cpu", "nanoseconds");
+    pr->sample_type[1] = value_type(a, &t, wall ? "wall" : "cpu",
+                                    "nanoseconds");
     pr->n_sample_type = 2;
-    pr->period_type = value_type(a, &t, "cpu", "nanoseconds");
+    pr->period_type = value_type(a, &t, wall ? "wall" : "cpu",
+                                 "nanoseconds");
+    if (wall) {
+        pr->sample_type[2] = value_type(a, &t, "off_cpu", "nanoseconds");
+        pr->n_sample_type = 3;
+        if (pr->sample_type[2] == NULL) {
+            return NULL;
+        }
+    }
     if (pr->sample_type[0] == NULL || pr->sample_type[1] == NULL
         || pr->period_type == NULL)
     {
@@ -364,7 +379,7 @@ build_profile(sp_arena_t *a, const sp_profile_t *p,
     }
     for (i = 0; i < p->nsamples; i++) {
         pr->sample[i] = sample_to_pb(a, p, &t, &p->samples[i],
-                                     span_labels);
+                                     span_labels, wall);
         if (pr->sample[i] == NULL) {
             return NULL;
         }
@@ -388,7 +403,8 @@ int
 sp_pprof_encode_opts(sp_arena_t *a, const sp_profile_t *p,
     const sp_pprof_opts_t *o, sp_buf_t *out)
 {
-    pb_profile_t  *pr = build_profile(a, p, o->span_labels);
+    pb_profile_t  *pr = build_profile(a, p, o->span_labels,
+                                      o->kind == SP_SAMPLE_WALL);
     size_t         size, len0 = out->len;
     uint8_t       *tmp;
     int            gzip = o->gzip;

@@ -40,6 +40,10 @@ typedef enum {
 typedef struct {
     int                     gzip;
     sp_pprof_span_labels_t  span_labels;
+    /* sp_sample_kind_t of p's samples. SP_SAMPLE_WALL: sample_type
+     * [samples/count, wall/nanoseconds, off_cpu/nanoseconds], values
+     * [count, wall ns, off-CPU ns], period_type wall/nanoseconds. */
+    int                     kind;
 } sp_pprof_opts_t;
 
 /* sp_pprof_encode with options (sp_pprof_encode is gzip, LABELS_TRACE). */

@@ -7,7 +7,7 @@
 #include "common/trace/ids.h"
 #include "common/trace/resource.h"
 
-/* One CPU profile of one process over one interval, aggregated and
+/* One profile of one type (CPU, wall) of one process over one interval, aggregated and
  * symbolized, ready for the encoders (pprof, OTLP profiles). Built on the
  * exporter. Tables are indexed from 0; the encoders add whatever
  * index-0 sentinels their format wants. Strings are owned by the profile
@@ -37,6 +37,8 @@ typedef struct {
     int64_t      cpu_ns;        /* sum of each sample's weight * period: true
                                  * CPU time across rate changes; 0 when
                                  * unknown (encoders use count * period_ns) */
+    int64_t      off_cpu_ns;    /* wall profiles: of cpu_ns (then the wall
+                                 * ns), the time the thread did not run */
     uint32_t     ts_off;        /* into timestamps[] */
     uint32_t     ts_len;
     uint8_t      has_span;
@@ -50,6 +52,10 @@ typedef struct {
     uint64_t                start_ns;   /* wall clock, interval start */
     uint64_t                end_ns;
     uint64_t                period_ns;  /* sampler's period at the end */
+    /* sp_sample_kind_t (sampler.h): CPU, or WALL whose cpu_ns fields hold
+     * wall ns; copies (profile_truncate.h) may not keep it: encoders are
+     * told the type apart. */
+    int                     kind;
 
     sp_profile_sample_t    *samples;
     size_t                  nsamples;
@@ -60,6 +66,8 @@ typedef struct {
                                          * signal's weight * its own period
                                          * (true CPU ns); NULL when unknown
                                          * (encoders use period_ns) */
+    int64_t                *ts_off_cpu_ns; /* wall: each signal's off-CPU
+                                         * ns; NULL when unknown */
     size_t                  ntimestamps;
     sp_profile_location_t  *locations;
     size_t                  nlocations;

@@ -13,8 +13,10 @@ typedef struct {
     uint8_t    trace_id[SP_TRACE_ID_LEN];
     uint8_t    span_id[SP_SPAN_ID_LEN];
     int32_t    name;          /* into names, -1 when none */
+    uint8_t    kind;          /* sp_sample_kind_t */
     int64_t    count;
     int64_t    cpu_ns;        /* sum of weight * period */
+    int64_t    off_cpu_ns;
     uint32_t   nts;
 } entry_t;
 
@@ -22,6 +24,7 @@ typedef struct {
     uint32_t   entry;
     uint64_t   ns;
     int64_t    cpu_ns;        /* this signal's weight * its own period */
+    int64_t    off_cpu_ns;
 } stamp_t;
 
 /* Open addressing map from a 64-bit key to an index. */
@@ -63,6 +66,9 @@ struct sp_profile_builder {
     size_t       nnames, names_cap;
     map_t        by_hash;
     uint64_t     dropped;
+    size_t       kind_stamps[SP_SAMPLE_NKINDS];
+    /* Of the last build: where each kind's samples are in samples[]. */
+    size_t       kind_off[SP_SAMPLE_NKINDS], kind_n[SP_SAMPLE_NKINDS];
 
     /* Keep rules (nothing here is touched while no sample waits). */
     pend_t      *pend;
@@ -78,6 +84,7 @@ struct sp_profile_builder {
     int32_t                *locs;
     uint64_t               *timestamps;
     int64_t                *ts_cpu_ns;
+    int64_t                *ts_off_cpu_ns;
     sp_profile_location_t  *locations;
     sp_profile_function_t  *functions;
     sp_profile_mapping_t   *mappings;
@@ -233,6 +240,7 @@ sp_profile_builder_free(sp_profile_builder_t *b)
     free(b->locs);
     free(b->timestamps);
     free(b->ts_cpu_ns);
+    free(b->ts_off_cpu_ns);
     free(b->locations);
     free(b->functions);
     free(b->mappings);
@@ -275,7 +283,7 @@ same_entry(const sp_profile_builder_t *b, const entry_t *e,
     const sp_raw_sample_t *s, int has_span, int32_t name)
 {
     return e->nframes == s->nframes && e->has_span == has_span
-           && e->name == name
+           && e->name == name && e->kind == s->kind
            && (!e->has_span
                || (memcmp(e->trace_id, s->trace_id, SP_TRACE_ID_LEN) == 0
                    && memcmp(e->span_id, s->span_id, SP_SPAN_ID_LEN) == 0))
@@ -307,8 +315,13 @@ aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
     for (i = 0; i < s->nframes; i++) {
         h = mix(h, s->frames[i]);
     }
-    h = mix(h, (uint64_t) s->nframes << 8 | (uint64_t) (name + 1) << 16);
+    h = mix(h, (uint64_t) s->nframes << 8 | (uint64_t) (name + 1) << 16
+               | (uint64_t) s->kind << 56);
 
+    if (s->kind >= SP_SAMPLE_NKINDS) {
+        b->dropped++;
+        return;
+    }
     if (b->nstamps == SP_PROFILE_MAX_TIMESTAMPS
         || map_reserve(&b->by_hash) != 0)
     {
@@ -352,6 +365,7 @@ aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
             memcpy(e->span_id, s->span_id, SP_SPAN_ID_LEN);
         }
         e->name = name;
+        e->kind = s->kind;
         map_put(&b->by_hash, slot, h, idx);
     }
 
@@ -363,11 +377,14 @@ aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
     }
     b->entries[idx].count += s->weight;
     b->entries[idx].cpu_ns += (int64_t) s->weight * s->period_ns;
+    b->entries[idx].off_cpu_ns += (int64_t) s->off_cpu_ns;
     b->entries[idx].nts++;
     b->stamps[b->nstamps].entry = (uint32_t) idx;
     b->stamps[b->nstamps].ns = s->time_ns;
     b->stamps[b->nstamps].cpu_ns = (int64_t) s->weight * s->period_ns;
+    b->stamps[b->nstamps].off_cpu_ns = (int64_t) s->off_cpu_ns;
     b->nstamps++;
+    b->kind_stamps[s->kind]++;
 }
 
 
@@ -707,7 +724,9 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     const sp_resource_t *res, uint64_t start_ns, uint64_t end_ns,
     uint64_t period_ns, sp_profile_t *p)
 {
-    size_t                i, j, nlocs = 0, off;
+    size_t                i, j, k, nlocs = 0, off;
+    size_t                pos[SP_SAMPLE_NKINDS];
+    uint32_t             *at;
     entry_t              *e;
     sp_profile_sample_t  *ps;
     uint32_t             *fill;
@@ -723,18 +742,36 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     free(b->locs);
     free(b->timestamps);
     free(b->ts_cpu_ns);
+    free(b->ts_off_cpu_ns);
     b->samples = calloc(b->nentries ? b->nentries : 1, sizeof(*b->samples));
     b->locs = malloc((b->nframes ? b->nframes : 1) * sizeof(*b->locs));
     b->timestamps = malloc((b->nstamps ? b->nstamps : 1)
                            * sizeof(*b->timestamps));
     b->ts_cpu_ns = malloc((b->nstamps ? b->nstamps : 1)
                           * sizeof(*b->ts_cpu_ns));
+    b->ts_off_cpu_ns = malloc((b->nstamps ? b->nstamps : 1)
+                              * sizeof(*b->ts_off_cpu_ns));
     fill = calloc(b->nentries ? b->nentries : 1, sizeof(*fill));
+    at = malloc((b->nentries ? b->nentries : 1) * sizeof(*at));
     if (b->samples == NULL || b->locs == NULL || b->timestamps == NULL
-        || b->ts_cpu_ns == NULL || fill == NULL)
+        || b->ts_cpu_ns == NULL || b->ts_off_cpu_ns == NULL || fill == NULL
+        || at == NULL)
     {
         free(fill);
+        free(at);
         return -1;
+    }
+    /* samples[] holds each kind's samples together, CPU first. */
+    memset(b->kind_n, 0, sizeof(b->kind_n));
+    for (i = 0; i < b->nentries; i++) {
+        b->kind_n[b->entries[i].kind]++;
+    }
+    for (k = 0, off = 0; k < SP_SAMPLE_NKINDS; k++) {
+        b->kind_off[k] = pos[k] = off;
+        off += b->kind_n[k];
+    }
+    for (i = 0; i < b->nentries; i++) {
+        at[i] = (uint32_t) pos[b->entries[i].kind]++;
     }
     b->nlocations = b->nfunctions = b->nmappings = 0;
     if (b->loc_by_pc.cap) {
@@ -746,7 +783,7 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     off = 0;
     for (i = 0; i < b->nentries; i++) {
         e = &b->entries[i];
-        ps = &b->samples[i];
+        ps = &b->samples[at[i]];
         ps->stack_off = (uint32_t) nlocs;
         ps->stack_len = e->nframes;
         for (j = 0; j < e->nframes; j++) {
@@ -756,11 +793,13 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
             b->locs[nlocs] = location_of(b, sym, j == 0 ? pc : pc - 1);
             if (b->locs[nlocs++] < 0) {
                 free(fill);
+                free(at);
                 return -1;
             }
         }
         ps->count = e->count;
         ps->cpu_ns = e->cpu_ns;
+        ps->off_cpu_ns = e->off_cpu_ns;
         ps->ts_off = (uint32_t) off;
         ps->ts_len = e->nts;
         off += e->nts;
@@ -771,17 +810,22 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     }
     for (i = 0; i < b->nstamps; i++) {
         j = b->stamps[i].entry;
-        b->timestamps[b->samples[j].ts_off + fill[j]] = b->stamps[i].ns;
-        b->ts_cpu_ns[b->samples[j].ts_off + fill[j]++] = b->stamps[i].cpu_ns;
+        k = b->samples[at[j]].ts_off + fill[j]++;
+        b->timestamps[k] = b->stamps[i].ns;
+        b->ts_cpu_ns[k] = b->stamps[i].cpu_ns;
+        b->ts_off_cpu_ns[k] = b->stamps[i].off_cpu_ns;
     }
     free(fill);
+    free(at);
 
-    p->samples = b->samples;
-    p->nsamples = b->nentries;
+    p->kind = SP_SAMPLE_CPU;
+    p->samples = b->samples + b->kind_off[SP_SAMPLE_CPU];
+    p->nsamples = b->kind_n[SP_SAMPLE_CPU];
     p->locs = b->locs;
     p->nlocs = nlocs;
     p->timestamps = b->timestamps;
     p->ts_cpu_ns = b->ts_cpu_ns;
+    p->ts_off_cpu_ns = b->ts_off_cpu_ns;
     p->ntimestamps = b->nstamps;
     p->locations = b->locations;
     p->nlocations = b->nlocations;
@@ -793,10 +837,28 @@ sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
 }
 
 void
+sp_profile_builder_kind(const sp_profile_builder_t *b, int kind,
+    const sp_profile_t *p, uint64_t period_ns, sp_profile_t *out)
+{
+    *out = *p;
+    out->kind = kind;
+    out->period_ns = period_ns;
+    out->samples = b->samples + b->kind_off[kind];
+    out->nsamples = b->kind_n[kind];
+}
+
+size_t
+sp_profile_builder_kind_samples(const sp_profile_builder_t *b, int kind)
+{
+    return b->kind_stamps[kind];
+}
+
+void
 sp_profile_builder_reset(sp_profile_builder_t *b)
 {
     size_t  i;
 
+    memset(b->kind_stamps, 0, sizeof(b->kind_stamps));
     b->nentries = 0;
     b->nframes = 0;
     b->nstamps = 0;

@@ -60,6 +60,16 @@ int sp_profile_builder_build(sp_profile_builder_t *b, sp_symbolizer_t *sym,
     const sp_resource_t *res, uint64_t start_ns, uint64_t end_ns,
     uint64_t period_ns, sp_profile_t *p);
 
+/* After a build: the profile of samples of another kind (sampler.h's
+ * sp_sample_kind_t; the build's p is the CPU one), sharing p's tables;
+ * period_ns that kind's period. */
+void sp_profile_builder_kind(const sp_profile_builder_t *b, int kind,
+    const sp_profile_t *p, uint64_t period_ns, sp_profile_t *out);
+
+/* Samples of one kind added (since the last reset). */
+size_t sp_profile_builder_kind_samples(const sp_profile_builder_t *b,
+    int kind);
+
 /* Forgets the samples; keeps the memory. */
 void sp_profile_builder_reset(sp_profile_builder_t *b);
 

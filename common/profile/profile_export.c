@@ -266,11 +266,11 @@ post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
 }
 
 static void
-write_pprof_file(sp_profile_export_t *pe)
+write_pprof_file(sp_profile_export_t *pe, const char *type)
 {
     char  name[96], path[4200];
 
-    snprintf(name, sizeof(name), "cpu-%llu-%d.pb.gz",
+    snprintf(name, sizeof(name), "%s-%llu-%d.pb.gz", type,
              (unsigned long long) (pe->start_ns / MS), (int) getpid());
     if (sp_file_output_write_whole(pe->conf.file, name, pe->body.data,
                                    pe->body.len) != 0)
@@ -325,16 +325,23 @@ send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
     }
 }
 
-static int
-encode_otlp(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
-{
-    return sp_otlp_profiles_encode(a, p, out);
-}
+/* OTLP with every type in one request: the first part is the profile the
+ * bounded encoder gives (truncated when too large), the others as built. */
+typedef struct {
+    sp_otlp_profile_part_t  parts[3];
+    size_t                  n;
+    int                     json;
+} otlp_parts_t;
 
 static int
-encode_otlp_json(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
+encode_otlp_parts(void *ud, sp_arena_t *a, const sp_profile_t *p,
+    sp_buf_t *out)
 {
-    return sp_otlp_http_json_profiles(a, p, out);
+    otlp_parts_t  *o = ud;
+
+    o->parts[0].p = p;
+    return o->json ? sp_otlp_http_json_profiles_n(a, o->parts, o->n, out)
+                   : sp_otlp_profiles_encode_n(a, o->parts, o->n, out);
 }
 
 static int
@@ -399,7 +406,9 @@ encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
 int
 sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 {
-    sp_profile_t  p;
+    sp_profile_t  p, wall;
+    unsigned      wall_rate;
+    otlp_parts_t  op;
     uint64_t      end = sp_now_ns();
 
     sp_profile_export_drain(pe);
@@ -436,28 +445,55 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
-            /* Once per distinct function, before any encoder sees it. */
+            /* Once per distinct function, before any encoder sees it (the
+             * kinds share the tables). */
             sp_symbol_redact_profile(pe->redact, &p);
+            wall_rate = sp_sampler_wall_effective_rate();
+            sp_profile_builder_kind(pe->builder, SP_SAMPLE_WALL, &p,
+                                    wall_rate ? 1000000000ull / wall_rate : 0,
+                                    &wall);
 
-            if (pe->otlp != NULL
-                && encode(pe, "OTLP", &p, pe->conf.otlp_json ? encode_otlp_json
-                                                             : encode_otlp,
-                          NULL, 0, &pe->otlp_body) == 0)
+            /* One request: CPU, wall and off-CPU profiles, those with
+             * samples (the first one bounded by max_size). */
+            op.n = 0;
+            op.json = pe->conf.otlp_json;
+            if (p.nsamples > 0) {
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &p, SP_OTLP_PROFILE_CPU };
+            }
+            if (wall.nsamples > 0) {
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &wall, SP_OTLP_PROFILE_WALL };
+                op.parts[op.n++] = (sp_otlp_profile_part_t) {
+                    &wall, SP_OTLP_PROFILE_OFF_CPU };
+            }
+            if (op.n > 0 && pe->otlp != NULL
+                && encode(pe, "OTLP", op.parts[0].p, encode_otlp_parts, &op,
+                          0, &pe->otlp_body) == 0)
             {
                 post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
                      ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
                      &pe->otlp_body, timeout_ms);
             }
             /* Files keep the trace id; Pyroscope gets span labels only. */
-            if (pe->conf.file != NULL
+            if (p.nsamples > 0 && pe->conf.file != NULL
                 && encode(pe, "pprof file", &p, encode_pprof,
                           &(sp_pprof_opts_t) { .gzip = 0,
                               .span_labels = SP_PPROF_SPAN_LABELS_TRACE },
                           1, &pe->body) == 0)
             {
-                write_pprof_file(pe);
+                write_pprof_file(pe, "cpu");
             }
-            if (pe->pyroscope != NULL
+            if (wall.nsamples > 0 && pe->conf.file != NULL
+                && encode(pe, "wall pprof file", &wall, encode_pprof,
+                          &(sp_pprof_opts_t) { .gzip = 0,
+                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
+                              .kind = SP_SAMPLE_WALL },
+                          1, &pe->body) == 0)
+            {
+                write_pprof_file(pe, "wall");
+            }
+            if (p.nsamples > 0 && pe->pyroscope != NULL
                 && encode(pe, "Pyroscope", &p, encode_pprof,
                           &(sp_pprof_opts_t) { .gzip = 0,
                               .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },

@@ -29,12 +29,22 @@ typedef struct {
     int                    armed;
     size_t                 slot;      /* in the registry */
     volatile sig_atomic_t  busy;
+    int                    wall_on;   /* mirrors its registry entry's */
+    /* The wall timer, and where the last wall signal left the thread's
+     * clocks (monotonic, its CPU clock, its idle total). */
+    timer_t                wall_timer;
+    uint64_t               last_tick_ns;
+    uint64_t               last_cpu_ns;
+    uint64_t               last_idle_ns;
+    sp_sampler_idle_t      idle;
 } thread_state_t;
 
 /* Registered threads' timers, so that any thread can re-arm them all. */
 typedef struct {
     timer_t   timer;
+    timer_t   wall;
     int       used;
+    int       wall_on;        /* its wall time counts now */
 } reg_entry_t;
 
 static sp_slot_ring_t         ring;
@@ -43,6 +53,7 @@ static _Atomic int            running;
 static int                    installed;
 static struct sigaction       old_action;
 static _Atomic uint64_t       n_samples, n_skipped_loader, n_reentered;
+static _Atomic uint64_t       n_wall_samples, idle_total_ns;
 static __thread thread_state_t  ts;
 static pthread_mutex_t        reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static reg_entry_t           *reg;
@@ -51,11 +62,63 @@ static size_t                 reg_n, reg_cap;
 static _Atomic unsigned       base_rate;
 static _Atomic unsigned       shed_level;
 static _Atomic int            paused;
-/* What the handler reads: the period in force, 0 when paused. */
+static _Atomic unsigned       types = SP_SAMPLER_TYPE_CPU;
+static _Atomic unsigned       wall_base_rate = 100;
+/* What the handler reads: the periods in force, 0 when off or paused. */
 static _Atomic uint32_t       cur_period;
+static _Atomic uint32_t       cur_wall_period;
+static sig_atomic_t *volatile idle_wake;
 
 static void apply_locked(void);
 
+
+static uint64_t
+clock_ns(clockid_t id)
+{
+    struct timespec  t;
+
+    if (clock_gettime(id, &t) != 0) {
+        return 0;
+    }
+    return (uint64_t) t.tv_sec * 1000000000ull + (uint64_t) t.tv_nsec;
+}
+
+/* Of a wall sample's wall_ns, the part the thread did not run: since the
+ * last wall signal, the time it was busy (not idle) minus its CPU clock's
+ * advance, as a share of that busy time. Moves the baseline on. */
+static uint64_t
+off_cpu_share(uint64_t wall_ns)
+{
+    uint64_t  now = clock_ns(CLOCK_MONOTONIC);
+    uint64_t  cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t  idle = ts.idle.idle_ns;
+    uint64_t  span, idle_in, busy, ran, off = 0;
+
+    span = now > ts.last_tick_ns ? now - ts.last_tick_ns : 0;
+    idle_in = idle > ts.last_idle_ns ? idle - ts.last_idle_ns : 0;
+    busy = span > idle_in ? span - idle_in : 0;
+    ran = cpu > ts.last_cpu_ns ? cpu - ts.last_cpu_ns : 0;
+    if (busy > ran) {
+        off = (uint64_t) ((unsigned __int128) wall_ns * (busy - ran) / busy);
+    }
+    ts.last_tick_ns = now;
+    ts.last_cpu_ns = cpu;
+    ts.last_idle_ns = idle;
+    return off;
+}
+
+/* A wall signal while the thread waits for work: its baseline moves to
+ * now (the wait's time until now is in no sample). */
+static void
+idle_tick(void)
+{
+    uint64_t  now = clock_ns(CLOCK_MONOTONIC);
+
+    ts.last_tick_ns = now;
+    ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    ts.last_idle_ns = ts.idle.idle_ns
+                      + (now > ts.idle.since ? now - ts.idle.since : 0);
+}
 
 static void
 sigprof_handler(int sig, siginfo_t *si, void *ucv)
@@ -65,13 +128,16 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     sp_raw_sample_t         *s;
     sp_thread_ctx_record_t  *rec;
     uintptr_t                pc;
-    int                      n, i, overrun;
+    int                      n, i, overrun, wall;
     uint32_t                 period, weight;
+    uint64_t                 value, off = 0;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
     }
-    period = atomic_load_explicit(&cur_period, memory_order_relaxed);
+    wall = sig != SIGPROF;
+    period = atomic_load_explicit(wall ? &cur_wall_period : &cur_period,
+                                  memory_order_relaxed);
     if (period == 0) {
         goto out;       /* paused: a signal that was already pending */
     }
@@ -81,13 +147,31 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     }
     ts.busy = 1;
 
-    overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
+    overrun = ts.armed ? timer_getoverrun(wall ? ts.wall_timer : ts.timer)
+                       : 0;
     weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    value = (uint64_t) weight * period;
 
-    /* The request's own CPU time, counted even if the ring is full. */
+    if (wall) {
+        if (ts.idle.idle) {
+            idle_tick();
+            if (idle_wake != NULL) {
+                *idle_wake = 1;     /* the wait was interrupted: a wake-up */
+            }
+            goto done;      /* idle: counted by the glue's clock reads */
+        }
+        off = off_cpu_share(value);
+    }
+
+    /* The request's own times, counted even if the ring is full. */
     rec = sp_thread_ctx_current();
     if (rec != NULL && rec->valid) {
-        rec->sp_cpu_ns += (uint64_t) weight * period;
+        if (wall) {
+            rec->sp_wall_ns += value;
+            rec->sp_off_cpu_ns += off;
+        } else {
+            rec->sp_cpu_ns += value;
+        }
     }
 
     s = sp_slot_ring_reserve(&ring);
@@ -98,6 +182,8 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     s->time_ns = sp_now_ns();
     s->weight = weight;
     s->period_ns = period;
+    s->kind = wall ? SP_SAMPLE_WALL : SP_SAMPLE_CPU;
+    s->off_cpu_ns = off;
 
     s->has_ctx = 0;
     s->attrs_len = 0;
@@ -149,6 +235,9 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
 
     sp_slot_ring_commit(&ring, s);
     atomic_fetch_add_explicit(&n_samples, 1, memory_order_relaxed);
+    if (wall) {
+        atomic_fetch_add_explicit(&n_wall_samples, 1, memory_order_relaxed);
+    }
 
 done:
     ts.busy = 0;
@@ -178,6 +267,17 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
     if (conf.ring_capacity == 0) {
         conf.ring_capacity = 4096;
     }
+    if (conf.wall_rate_hz == 0) {
+        conf.wall_rate_hz = 100;
+    }
+    if (conf.wall_rate_hz > 1000) {
+        snprintf(err, errlen, "wall rate %u Hz is outside 1..1000",
+                 conf.wall_rate_hz);
+        return -1;
+    }
+    if (conf.types == 0) {
+        conf.types = SP_SAMPLER_TYPE_CPU;
+    }
 
     if (ring.slots == NULL
         && sp_slot_ring_init(&ring, conf.ring_capacity,
@@ -204,8 +304,14 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
         memset(&sa, 0, sizeof(sa));
         sa.sa_sigaction = sigprof_handler;
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        /* Each timer's handler holds the other's signal back until it is
+         * done (rather than a re-entry that drops a sample). */
         sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGPROF, &sa, &old_action) != 0) {
+        sigaddset(&sa.sa_mask, SIGPROF);
+        sigaddset(&sa.sa_mask, SP_SAMPLER_WALL_SIGNAL);
+        if (sigaction(SIGPROF, &sa, &old_action) != 0
+            || sigaction(SP_SAMPLER_WALL_SIGNAL, &sa, NULL) != 0)
+        {
             snprintf(err, errlen, "sigaction(SIGPROF) failed: %s",
                      strerror(errno));
             return -1;
@@ -216,6 +322,8 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
     /* The configured rate; a shed level or a pause set before stays. */
     pthread_mutex_lock(&reg_lock);
     atomic_store(&base_rate, conf.rate_hz);
+    atomic_store(&wall_base_rate, conf.wall_rate_hz);
+    atomic_store(&types, conf.types);
     apply_locked();
     pthread_mutex_unlock(&reg_lock);
 
@@ -226,14 +334,26 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
 
 /* Effective rate from the control state: max(1, base >> level). */
 static unsigned
-effective_rate(void)
+shed(unsigned base)
 {
-    unsigned  base = atomic_load(&base_rate), level = atomic_load(&shed_level);
+    unsigned  level = atomic_load(&shed_level);
 
     if (base == 0) {
         return 0;
     }
     return level >= 16 || (base >> level) == 0 ? 1 : base >> level;
+}
+
+static unsigned
+effective_rate(void)
+{
+    return shed(atomic_load(&base_rate));
+}
+
+static unsigned
+wall_effective_rate(void)
+{
+    return shed(atomic_load(&wall_base_rate));
 }
 
 static void
@@ -247,26 +367,49 @@ period_spec(struct itimerspec *its, uint64_t period, uint64_t first)
 
 /* Under reg_lock: publishes the period in force and re-arms every
  * registered timer with it (or disarms them all when paused). */
+/* The period a type's timers run at now; 0: disarmed. */
+static uint64_t
+type_period(unsigned type, unsigned rate)
+{
+    if (atomic_load(&paused) || !(atomic_load(&types) & type) || rate == 0) {
+        return 0;
+    }
+    return 1000000000ull / rate;
+}
+
+static void
+arm_wall_locked(size_t i, uint64_t period, uint64_t first)
+{
+    struct itimerspec  its;
+
+    memset(&its, 0, sizeof(its));
+    if (period != 0 && reg[i].wall_on) {
+        period_spec(&its, period, first ? first : period);
+    }
+    (void) timer_settime(reg[i].wall, 0, &its, NULL);
+}
+
 static void
 apply_locked(void)
 {
     struct itimerspec  its;
-    unsigned           rate = effective_rate();
-    uint64_t           period = rate ? 1000000000ull / rate : 0;
+    uint64_t           period, wall;
     size_t             i;
 
-    if (atomic_load(&paused) || period == 0) {
-        memset(&its, 0, sizeof(its));
-        atomic_store(&cur_period, 0);
-    } else {
+    period = type_period(SP_SAMPLER_TYPE_CPU, effective_rate());
+    wall = type_period(SP_SAMPLER_TYPE_WALL, wall_effective_rate());
+    memset(&its, 0, sizeof(its));
+    if (period != 0) {
         period_spec(&its, period, period);
-        atomic_store(&cur_period, (uint32_t) period);
     }
+    atomic_store(&cur_period, (uint32_t) period);
+    atomic_store(&cur_wall_period, (uint32_t) wall);
     for (i = 0; i < reg_n; i++) {
         if (reg[i].used) {
             /* A thread that exited without unregistering leaves a timer
              * the kernel may refuse: nothing to do about it here. */
             (void) timer_settime(reg[i].timer, 0, &its, NULL);
+            arm_wall_locked(i, wall, 0);
         }
     }
 }
@@ -290,6 +433,50 @@ unsigned
 sp_sampler_rate(void)
 {
     return atomic_load(&base_rate);
+}
+
+int
+sp_sampler_set_wall_rate(unsigned rate_hz)
+{
+    if (rate_hz < 1 || rate_hz > 1000) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&wall_base_rate, rate_hz);
+    apply_locked();
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+}
+
+unsigned
+sp_sampler_wall_rate(void)
+{
+    return atomic_load(&wall_base_rate);
+}
+
+unsigned
+sp_sampler_wall_effective_rate(void)
+{
+    return wall_effective_rate();
+}
+
+void
+sp_sampler_set_types(unsigned t)
+{
+    t &= SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_WALL;
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&types) != t) {
+        atomic_store(&types, t);
+        apply_locked();
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+unsigned
+sp_sampler_types(void)
+{
+    return atomic_load(&types);
 }
 
 void
@@ -333,8 +520,22 @@ sp_sampler_paused(void)
 }
 
 
+static int thread_register(int wall_on);
+
 int
 sp_sampler_thread_register(void)
+{
+    return thread_register(1);
+}
+
+int
+sp_sampler_thread_register_on_demand(void)
+{
+    return thread_register(0);
+}
+
+static int
+thread_register(int wall_on)
 {
     struct sigevent    sev;
     struct itimerspec  its;
@@ -358,6 +559,10 @@ sp_sampler_thread_register(void)
     sp_thread_ctx_thread_init();
     sp_loader_snapshot_refresh();
     (void) unw_backtrace(warm, 8);
+    memset(&ts.idle, 0, sizeof(ts.idle));
+    ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
+    ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    ts.last_idle_ns = 0;
     ts.busy = 0;
 
     memset(&sev, 0, sizeof(sev));
@@ -365,6 +570,11 @@ sp_sampler_thread_register(void)
     sev.sigev_signo = SIGPROF;
     sev._sigev_un._tid = (pid_t) syscall(SYS_gettid);
     if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &ts.timer) != 0) {
+        return -1;
+    }
+    sev.sigev_signo = SP_SAMPLER_WALL_SIGNAL;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &ts.wall_timer) != 0) {
+        timer_delete(ts.timer);
         return -1;
     }
 
@@ -379,6 +589,7 @@ sp_sampler_thread_register(void)
         if (r == NULL) {
             pthread_mutex_unlock(&reg_lock);
             timer_delete(ts.timer);
+            timer_delete(ts.wall_timer);
             errno = ENOMEM;
             return -1;
         }
@@ -389,6 +600,9 @@ sp_sampler_thread_register(void)
         reg_n++;
     }
     reg[i].timer = ts.timer;
+    reg[i].wall = ts.wall_timer;
+    reg[i].wall_on = wall_on;
+    ts.wall_on = wall_on;
     reg[i].used = 1;
     ts.slot = i;
     ts.armed = 1;
@@ -406,10 +620,17 @@ sp_sampler_thread_register(void)
             rc = -1;
         }
     }
+    period = atomic_load(&cur_wall_period);
+    if (rc == 0 && period != 0) {
+        sp_span_id_generate(rnd);
+        memcpy(&first, rnd, sizeof(first));
+        arm_wall_locked(i, period, first % period + 1);
+    }
     if (rc != 0) {
         reg[i].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
+        timer_delete(ts.wall_timer);
     }
     pthread_mutex_unlock(&reg_lock);
     return rc;
@@ -424,8 +645,73 @@ sp_sampler_thread_unregister(void)
         reg[ts.slot].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
+        timer_delete(ts.wall_timer);
         pthread_mutex_unlock(&reg_lock);
     }
+}
+
+
+void
+sp_sampler_wall_active(int on)
+{
+    if (!ts.armed || ts.wall_on == !!on) {
+        return;
+    }
+    pthread_mutex_lock(&reg_lock);
+    ts.wall_on = !!on;
+    if (on) {
+        /* The wall time counts from now: no off-CPU time before. */
+        ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
+        ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        ts.last_idle_ns = ts.idle.idle_ns;
+    }
+    reg[ts.slot].wall_on = !!on;
+    arm_wall_locked(ts.slot, atomic_load(&cur_wall_period), 0);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+
+sp_sampler_idle_t *
+sp_sampler_idle_slot(void)
+{
+    return &ts.idle;
+}
+
+void
+sp_sampler_set_idle_wake(sig_atomic_t *flag)
+{
+    idle_wake = flag;
+}
+
+void
+sp_sampler_idle_begin(sp_sampler_idle_t *st)
+{
+    if (atomic_load_explicit(&cur_wall_period, memory_order_relaxed) == 0) {
+        st->counted = 0;
+        return;
+    }
+    st->counted = 1;
+    st->since = clock_ns(CLOCK_MONOTONIC);
+    atomic_signal_fence(memory_order_seq_cst);
+    st->idle = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+void
+sp_sampler_idle_end(sp_sampler_idle_t *st)
+{
+    uint64_t  d;
+
+    if (!st->counted) {
+        return;
+    }
+    st->counted = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    st->idle = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    d = clock_ns(CLOCK_MONOTONIC) - st->since;
+    st->idle_ns += d;
+    atomic_fetch_add_explicit(&idle_total_ns, d, memory_order_relaxed);
 }
 
 
@@ -477,4 +763,6 @@ sp_sampler_get_stats(sp_sampler_stats_t *st)
     st->dropped = ring.slots ? sp_slot_ring_dropped(&ring) : 0;
     st->skipped_loader = atomic_load(&n_skipped_loader);
     st->reentered = atomic_load(&n_reentered);
+    st->wall_samples = atomic_load(&n_wall_samples);
+    st->idle_ns = atomic_load(&idle_total_ns);
 }

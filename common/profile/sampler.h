@@ -2,15 +2,19 @@
 #define SP_SAMPLER_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "common/trace/ids.h"
 #include "common/profile/thread_ctx.h"
 
-/* One CPU sampler per process. Each thread that serves requests registers
+/* One sampler per process. Each thread that serves requests registers
  * itself and gets its own CPU-time timer (CLOCK_THREAD_CPUTIME_ID, delivered
  * to that thread with SIGEV_THREAD_ID) firing SIGPROF at rate_hz, its first
- * expiry at a random point of the period. The handler is async-signal-safe:
+ * expiry at a random point of the period; with wall-clock sampling on, also
+ * a CLOCK_MONOTONIC timer firing SP_SAMPLER_WALL_SIGNAL at wall_rate_hz
+ * (a wall sample: its wall time, weight * period, and the part of it the
+ * thread did not run, see sp_sampler_idle_t). The handler is async-signal-safe:
  * it saves errno, guards against re-entry, reads the thread's OTEP 4947
  * record, unwinds with libunwind over a lock-free loader snapshot, and writes
  * (time, weight, labels, frames) into a preallocated lock-free ring; a full
@@ -18,10 +22,32 @@
 
 #define SP_SAMPLER_MAX_DEPTH  256
 
+/* The wall timer's signal: a real-time one of its own, so that it never
+ * mixes with the CPU timer's SIGPROF (nginx and httpd use no RT signal). */
+#define SP_SAMPLER_WALL_SIGNAL  (SIGRTMIN + 4)
+
+/* What a raw sample measures. ALLOC and INUSE are kept for memory
+ * profiling (weight and period then count objects and bytes). */
+typedef enum {
+    SP_SAMPLE_CPU = 0,        /* weight * period_ns: CPU ns */
+    SP_SAMPLE_WALL = 1,       /* weight * period_ns: wall ns; off_cpu_ns */
+    SP_SAMPLE_ALLOC = 2,
+    SP_SAMPLE_INUSE = 3,
+    SP_SAMPLE_NKINDS
+} sp_sample_kind_t;
+
+/* Sample types as a bit mask (otel_profiling_types). */
+#define SP_SAMPLER_TYPE_CPU     (1u << SP_SAMPLE_CPU)
+#define SP_SAMPLER_TYPE_WALL    (1u << SP_SAMPLE_WALL)
+#define SP_SAMPLER_TYPE_MEMORY  (1u << SP_SAMPLE_ALLOC | 1u << SP_SAMPLE_INUSE)
+
 typedef struct {
     uint64_t   time_ns;           /* wall clock */
+    uint64_t   off_cpu_ns;        /* WALL: of weight * period_ns, the time
+                                   * the thread did not run; else 0 */
     uint32_t   weight;            /* 1 + timer overruns */
     uint32_t   period_ns;         /* the timer's period when taken */
+    uint8_t    kind;              /* sp_sample_kind_t */
     uint16_t   nframes;           /* frames[0] is the interrupted pc */
     uint8_t    has_ctx;
     uint8_t    attrs_len;
@@ -36,6 +62,8 @@ typedef struct {
     unsigned   rate_hz;           /* 1..1000 */
     unsigned   max_depth;         /* 1..SP_SAMPLER_MAX_DEPTH */
     size_t     ring_capacity;     /* samples */
+    unsigned   wall_rate_hz;      /* 1..1000 (0: 100) */
+    unsigned   types;             /* SP_SAMPLER_TYPE_*; 0: CPU */
 } sp_sampler_conf_t;
 
 typedef struct {
@@ -43,6 +71,8 @@ typedef struct {
     uint64_t   dropped;           /* ring full */
     uint64_t   skipped_loader;    /* loader mid-update: pc only */
     uint64_t   reentered;
+    uint64_t   wall_samples;      /* of samples: wall ones */
+    uint64_t   idle_ns;           /* threads' time in the idle wait */
 } sp_sampler_stats_t;
 
 /* Runtime control, from any thread (the exporter's, nginx's event loop, the
@@ -61,6 +91,14 @@ unsigned sp_sampler_rate(void);            /* base rate */
 void     sp_sampler_set_shed_level(unsigned level);
 unsigned sp_sampler_shed_level(void);
 unsigned sp_sampler_effective_rate(void);
+/* Which types sample now (SP_SAMPLER_TYPE_*, memory ignored here): a
+ * type switched off has its timers disarmed. */
+void     sp_sampler_set_types(unsigned types);
+unsigned sp_sampler_types(void);
+/* The wall timer's base rate (1..1000 Hz), shed like the CPU one. */
+int      sp_sampler_set_wall_rate(unsigned rate_hz);
+unsigned sp_sampler_wall_rate(void);
+unsigned sp_sampler_wall_effective_rate(void);
 /* Pause: timers disarmed, no samples; resume re-arms. */
 void     sp_sampler_set_paused(int paused);
 int      sp_sampler_paused(void);
@@ -75,6 +113,35 @@ int sp_sampler_start(const sp_sampler_conf_t *conf, char *err, size_t errlen);
  * thread's timer. Idempotent. 0, or -1 (errno set). */
 int sp_sampler_thread_register(void);
 void sp_sampler_thread_unregister(void);
+
+/* Wall time a thread spends waiting for work (nginx's event wait) is idle:
+ * counted (two clock reads around the wait), never unwound, and left out
+ * of the off-CPU time of the next wall sample. The server glue brackets the
+ * wait with idle_begin/end on a pointer it took once (sp_sampler_idle_slot,
+ * after register). A wall signal that lands in the wait interrupts it (no
+ * signal mask is changed around the wait: a pair of sigprocmask calls
+ * costs microseconds on every loop iteration); the handler then sets the
+ * flag given to sp_sampler_set_idle_wake (nginx: ngx_event_timer_alarm, so
+ * that its event method takes the EINTR as a timer wake-up, silently, as
+ * with timer_resolution). */
+typedef struct {
+    volatile sig_atomic_t  idle;
+    volatile uint64_t      idle_ns;   /* this thread's, in total */
+    uint64_t               since;     /* monotonic ns the wait began */
+    int                    counted;   /* wall sampling was on at begin */
+} sp_sampler_idle_t;
+
+sp_sampler_idle_t *sp_sampler_idle_slot(void);
+void sp_sampler_idle_begin(sp_sampler_idle_t *st);
+void sp_sampler_idle_end(sp_sampler_idle_t *st);
+void sp_sampler_set_idle_wake(sig_atomic_t *flag);
+
+/* A thread whose wall time counts only while it serves a request (httpd's
+ * workers, not while they wait for a connection) arms its wall timer at
+ * the request's start and disarms it at its end; registered threads start
+ * disarmed when wall_on_demand was set at register. */
+int  sp_sampler_thread_register_on_demand(void);
+void sp_sampler_wall_active(int on);
 
 /* Stops sampling in this process: no further samples are recorded (timers
  * of threads that did not unregister fire into an ignoring handler). */

@@ -45,9 +45,14 @@ typedef struct {
      *             attached (added by the SIGPROF handler: the request's
      *             own CPU time, with no clock read on the request path);
      * sp_keep     the samples wait for the request's keep verdict
-     *             (keep_rules.h), copied into each sample. */
+     *             (keep_rules.h), copied into each sample;
+     * sp_wall_ns, sp_off_cpu_ns  the same for the wall samples: the
+     *             request's sampled busy wall time and the part of it its
+     *             thread did not run (blocked, or waiting for a CPU). */
     uint64_t  sp_cpu_ns;
     uint8_t   sp_keep;
+    uint64_t  sp_wall_ns;
+    uint64_t  sp_off_cpu_ns;
 } sp_thread_ctx_record_t;
 
 extern __thread sp_thread_ctx_record_t *otel_thread_ctx_v1;

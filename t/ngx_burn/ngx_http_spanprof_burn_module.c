@@ -11,6 +11,10 @@
  *       the status burners and waiters answer with (default 200).
  *   spanprof_wait <ms>;
  *       answers after <ms> without using CPU (a slow upstream).
+ *   spanprof_block <ms>;
+ *       blocks the worker for <ms> in spanprof_burn_block_on_pipe(),
+ *       reading a pipe that a helper thread fills after <ms> (a blocking
+ *       call, for the wall-clock and off-CPU profile).
  *   spanprof_spin <iterations>;            (http, server, location)
  *       runs a register-only loop in the log phase of every request, for
  *       bench/amplification: the same fixed work beside different requests.
@@ -21,13 +25,15 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../spin_loop.h"
 
 
 typedef struct {
-    ngx_uint_t   fn;            /* 0 alpha, 1 beta, 2 wait */
+    ngx_uint_t   fn;            /* 0 alpha, 1 beta, 2 wait, 3 block */
     ngx_msec_t   total;
     ngx_uint_t   slices;
     ngx_uint_t   spin;          /* spanprof_spin iterations */
@@ -43,6 +49,8 @@ typedef struct {
 static char *ngx_http_spanprof_burn(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_block(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void *ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf,
@@ -63,6 +71,13 @@ static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
     { ngx_string("spanprof_wait"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_wait,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("spanprof_block"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_block,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -147,6 +162,70 @@ spanprof_burn_beta(ngx_msec_t ms)
 }
 
 
+typedef struct {
+    int         fd;
+    ngx_msec_t  ms;
+} ngx_http_spanprof_filler_t;
+
+
+static void *
+ngx_http_spanprof_fill_late(void *arg)
+{
+    ngx_http_spanprof_filler_t  f = *(ngx_http_spanprof_filler_t *) arg;
+
+    free(arg);
+    usleep((useconds_t) f.ms * 1000);
+    if (write(f.fd, "x", 1) != 1) {
+        /* the reader then sees end of file */
+    }
+    close(f.fd);
+    return NULL;
+}
+
+
+/* Blocks the calling thread until the pipe has a byte (or is closed). */
+__attribute__((noinline)) void
+spanprof_burn_block_on_pipe(int fd)
+{
+    char     c;
+    ssize_t  n;
+
+    do {
+        n = read(fd, &c, 1);
+    } while (n < 0 && errno == EINTR);
+    __asm__ volatile ("" ::: "memory");
+}
+
+
+static void
+ngx_http_spanprof_block_ms(ngx_msec_t ms)
+{
+    int                          fds[2];
+    pthread_t                    tid;
+    ngx_http_spanprof_filler_t  *f;
+
+    if (pipe(fds) != 0) {
+        return;
+    }
+    f = malloc(sizeof(*f));
+    if (f == NULL) {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    f->fd = fds[1];
+    f->ms = ms;
+    if (pthread_create(&tid, NULL, ngx_http_spanprof_fill_late, f) != 0) {
+        free(f);
+        close(fds[1]);
+    } else {
+        pthread_detach(tid);
+    }
+    spanprof_burn_block_on_pipe(fds[0]);
+    close(fds[0]);
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_burn_respond(ngx_http_request_t *r)
 {
@@ -195,7 +274,11 @@ ngx_http_spanprof_burn_step(ngx_http_request_t *r)
         wev->timedout = 0;
     }
 
-    if (lcf->fn != 2 && ctx->done < lcf->slices) {
+    if (lcf->fn == 3) {
+        ngx_http_spanprof_block_ms(lcf->total);
+        ctx->done = lcf->slices + 1;
+
+    } else if (lcf->fn != 2 && ctx->done < lcf->slices) {
         if (lcf->fn == 0) {
             spanprof_burn_alpha(lcf->total / lcf->slices);
         } else {
@@ -210,7 +293,7 @@ ngx_http_spanprof_burn_step(ngx_http_request_t *r)
         ctx->done = lcf->slices + 1;
     }
 
-    if (lcf->fn != 2 && ctx->done < lcf->slices) {
+    if (lcf->fn < 2 && ctx->done < lcf->slices) {
         /* Back to the event loop until the next slice. */
         ngx_add_timer(wev, 1);
         return;
@@ -392,6 +475,31 @@ ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return "takes a number of milliseconds";
     }
     lcf->fn = 2;
+    lcf->total = n;
+    lcf->slices = 1;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_spanprof_burn_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_spanprof_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_burn_loc_conf_t *lcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_int_t                  n;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+    if (n <= 0) {
+        return "takes a positive number of milliseconds";
+    }
+    lcf->fn = 3;
     lcf->total = n;
     lcf->slices = 1;
 

@@ -103,7 +103,8 @@ int
 main(int argc, char **argv)
 {
     static sp_thread_ctx_record_t  rec;
-    sp_sampler_conf_t   conf = { 1000, 64, 65536 };
+    sp_sampler_conf_t   conf = { .rate_hz = 1000, .max_depth = 64,
+                                 .ring_capacity = 65536 };
     sp_sampler_stats_t  st;
     sp_raw_sample_t    *s[256];
     uint8_t             tid[16], sid[8];

@@ -115,7 +115,8 @@ near(uint64_t got, uint64_t want, unsigned pct)
 int
 main(int argc, char **argv)
 {
-    sp_sampler_conf_t      conf = { 1000, 64, 65536 };
+    sp_sampler_conf_t      conf = { .rate_hz = 1000, .max_depth = 64,
+                                    .ring_capacity = 65536 };
     sp_profile_builder_t  *b = sp_profile_builder_new();
     sp_symbolizer_t       *sym = sp_symbolizer_new(NULL);
     sp_resource_t          res;
