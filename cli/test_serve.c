@@ -582,7 +582,7 @@ test_store_parts(void)
  * spans: 80 traces of 3 spans each, 20 and 40 parts apart, of distinct
  * durations. Each trace is opened whole, the slowest-first search lists
  * what a search of every span would, in order (with and without a
- * minimum duration); so again after a reopen (summaries read back, one
+ * minimum duration, or started from a time); so again after a reopen (summaries read back, one
  * deleted and made again) and after retention removed the oldest parts
  * (their summaries removed with them, in the database too). */
 #define PM_SPANS   240
@@ -608,23 +608,25 @@ pm_count_spans(const char *json)
 }
 
 /* Does the search list, in order, the `limit` traces whose longest span
- * among spans [first, PM_SPANS) is the longest and at least min_dur, each
- * with its number of those spans? */
+ * among spans [first, PM_SPANS) (those stored), started from span `from`
+ * on, is the longest and at least min_dur, each with its number of spans
+ * stored? */
 static int
-pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
+pm_search_from_ok(serve_store_t *s, int first, int from, int limit,
+    uint64_t min_dur)
 {
     serve_trace_query_t  q;
     sp_buf_t             b;
     uint64_t             best[PM_TRACES + 1] = { 0 };
     int                  nspans[PM_TRACES + 1] = { 0 };
     int                  i, t, k, ok_ = 1, listed = 0;
-    const char          *at, *from;
+    const char          *at, *cur;
     char                 want[64];
 
     for (i = first; i < PM_SPANS; i++) {
         t = 1 + i % PM_TRACES;
         nspans[t]++;
-        if (pm_dur(i) > best[t]) {
+        if (i >= from && pm_dur(i) > best[t]) {
             best[t] = pm_dur(i);
         }
     }
@@ -633,12 +635,13 @@ pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
     q.slowest = 1;
     q.to_ns = INT64_MAX;
     q.min_duration_ns = (int64_t) min_dur;
+    q.from_ns = 1000000 + (int64_t) from * 1000;
     sp_buf_init(&b);
     if (serve_store_traces(s, &q, &b) != 0) {
         sp_buf_free(&b);
         return 0;
     }
-    from = str(&b);
+    cur = str(&b);
     for (k = 0; k < limit; k++) {
         uint64_t  top = 0;
         int       tt = 0;
@@ -654,7 +657,7 @@ pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
         }
         best[tt] = 0;
         snprintf(want, sizeof(want), "{\"trace_id\":\"%02x%02x", tt, tt);
-        at = strstr(from, want);
+        at = strstr(cur, want);
         snprintf(want, sizeof(want), ",\"spans\":%d}", nspans[tt]);
         if (at == NULL || strstr(at, ",\"spans\":") != strstr(at, want)) {
             printf("# trace %d (%d spans) not listed %dth: %s\n", tt,
@@ -662,7 +665,7 @@ pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
             ok_ = 0;
             break;
         }
-        from = at + 1;
+        cur = at + 1;
         listed++;
     }
     if (ok_ && pm_count_spans(str(&b)) != listed) {
@@ -672,6 +675,12 @@ pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
     }
     sp_buf_free(&b);
     return ok_;
+}
+
+static int
+pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
+{
+    return pm_search_from_ok(s, first, first, limit, min_dur);
 }
 
 /* Are traces [1, PM_TRACES] found whole: their spans from `first` on? */
@@ -777,6 +786,9 @@ test_store_part_map(void)
     ok(pm_search_ok(s, 0, PM_TRACES, 0), "slowest first: all 80 in order");
     ok(pm_search_ok(s, 0, 5, 1000 + PM_SPANS / 2),
        "slowest first with a minimum duration");
+    ok(pm_search_from_ok(s, 0, 150, 10, 0)
+       && pm_search_from_ok(s, 0, 150, PM_TRACES, 1000 + PM_SPANS / 3),
+       "slowest first of those started from a time");
 
     /* A summary stored for each full part (59 of 60 parts: the last is
      * not full yet), read back when reopened; the newest part's made from
@@ -785,7 +797,8 @@ test_store_part_map(void)
        && pm_sql(dir, "SELECT count(*) FROM parts") == 59,
        "a summary stored for each full part");
     s = pm_reopen(s, dir);
-    ok(s != NULL && pm_traces_ok(s, 0) && pm_search_ok(s, 0, 10, 0),
+    ok(s != NULL && pm_traces_ok(s, 0) && pm_search_ok(s, 0, 10, 0)
+       && pm_search_from_ok(s, 0, 150, 10, 0),
        "reopened: traces whole, search in order");
     /* A summary lost (as when its group was): made again on open, and
      * stored. */
@@ -795,6 +808,7 @@ test_store_part_map(void)
        == 1, "two summaries deleted");
     s = pm_reopen(s, dir);
     ok(s != NULL && pm_traces_ok(s, 0) && pm_search_ok(s, 0, 10, 0)
+       && pm_search_from_ok(s, 0, 150, 10, 0)
        && pm_sql(dir, "SELECT count(*) FROM parts") == 59,
        "made again from their parts and stored: traces whole, search in"
        " order");

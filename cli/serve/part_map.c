@@ -31,7 +31,8 @@ block_of(const serve_part_t *p, int64_t tkey, uint64_t *bits)
 }
 
 void
-serve_part_add(serve_part_t *p, int64_t tkey, int kind, int64_t dur)
+serve_part_add(serve_part_t *p, int64_t tkey, int kind, int64_t start,
+    int64_t dur)
 {
     uint64_t  *b, bits;
     int        i;
@@ -40,8 +41,16 @@ serve_part_add(serve_part_t *p, int64_t tkey, int kind, int64_t dur)
     for (i = 0; i < 8; i++, bits >>= 6) {
         b[i] |= 1ULL << (bits & 63);
     }
-    if (kind == 2 && dur > p->max_dur) {
-        p->max_dur = dur;
+    if (kind == 2) {
+        if (dur > p->max_dur) {
+            p->max_dur = dur;
+        }
+        if (start < p->min_start) {
+            p->min_start = start;
+        }
+        if (start > p->max_start) {
+            p->max_start = start;
+        }
     }
     p->dirty = 1;
 }
@@ -124,6 +133,8 @@ put(serve_part_map_t *m, int64_t part, uint32_t nblocks)
     memset(&m->v[i], 0, sizeof(m->v[i]));
     m->v[i].part = part;
     m->v[i].max_dur = INT64_MIN;
+    m->v[i].min_start = INT64_MAX;
+    m->v[i].max_start = INT64_MIN;
     m->v[i].nblocks = nblocks;
     m->v[i].bloom = bloom;
     m->v[i].dirty = 1;
@@ -150,7 +161,7 @@ serve_part_new(serve_part_map_t *m, int64_t part, size_t spans)
 
 serve_part_t *
 serve_part_load(serve_part_map_t *m, int64_t part, int64_t max_dur,
-    const void *bloom, size_t len)
+    int64_t min_start, int64_t max_start, const void *bloom, size_t len)
 {
     const uint8_t  *b = bloom;
     serve_part_t   *p;
@@ -172,6 +183,8 @@ serve_part_load(serve_part_map_t *m, int64_t part, int64_t max_dur,
         }
     }
     p->max_dur = max_dur;
+    p->min_start = min_start;
+    p->max_start = max_start;
     p->dirty = 0;
     return p;
 }

@@ -8,7 +8,8 @@
  *   hold spans of this trace? "no", or "maybe" (about 1% of the parts
  *   that do not: one cache line read a part);
  * - the longest duration of its SERVER spans: can the part hold one of
- *   the N slowest?
+ *   the N slowest? and the first and last start of its SERVER spans:
+ *   can it hold one of a time range?
  * Both only ever err towards "maybe": a span added is always counted, a
  * span deleted or rolled back may still be. About 1.25 bytes a span. */
 
@@ -18,6 +19,7 @@
 typedef struct {
     int64_t    part;
     int64_t    max_dur;         /* of its SERVER spans; INT64_MIN: none */
+    int64_t    min_start, max_start;    /* of its SERVER spans */
     uint32_t   nblocks;         /* of the filter, each 8 words */
     uint64_t  *bloom;
     int        dirty;           /* changed since written to the database */
@@ -43,9 +45,12 @@ serve_part_t *serve_part_new(serve_part_map_t *m, int64_t part,
 /* A summary as stored (serve_part_encode's bytes), replacing any; NULL
  * when out of memory or the bytes are not a filter. */
 serve_part_t *serve_part_load(serve_part_map_t *m, int64_t part,
-    int64_t max_dur, const void *bloom, size_t len);
-/* Counts a span: its trace key, its kind (2: SERVER) and duration. */
-void serve_part_add(serve_part_t *p, int64_t tkey, int kind, int64_t dur);
+    int64_t max_dur, int64_t min_start, int64_t max_start,
+    const void *bloom, size_t len);
+/* Counts a span: its trace key, its kind (2: SERVER), start and
+ * duration. */
+void serve_part_add(serve_part_t *p, int64_t tkey, int kind, int64_t start,
+    int64_t dur);
 /* 0: the part holds no span of that trace key; 1: it may. */
 int serve_part_may_hold(const serve_part_t *p, int64_t tkey);
 /* The filter as stored: 8 * 8 * nblocks bytes, little-endian words. */

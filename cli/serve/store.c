@@ -58,7 +58,8 @@ static const char *const  stmt_sql[ST_N] = {
         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     [ST_KEY_PUT] = "INSERT INTO attr_keys(id, key) VALUES(?1, ?2)",
     [ST_PART_PUT] =
-        "INSERT OR REPLACE INTO parts(part, max_dur, bloom) VALUES(?1,?2,?3)",
+        "INSERT OR REPLACE INTO parts(part, max_dur, min_start, max_start,"
+        " bloom) VALUES(?1,?2,?4,?5,?3)",
 };
 
 static const char  pragmas[] =
@@ -87,9 +88,11 @@ static const char  schema[] =
     "CREATE INDEX spans_dur ON spans(part, kind, dur_ns);"
     "CREATE INDEX spans_route ON spans(service, route, start_ns);"
     /* The summary of each full part (part_map.h): its longest SERVER
-     * span (NULL: none) and the Bloom filter of its trace keys. */
+     * span, their first and last start (NULL: none) and the Bloom filter
+     * of its trace keys. */
     "CREATE TABLE parts("
-    " part INTEGER PRIMARY KEY, max_dur INTEGER, bloom BLOB NOT NULL);"
+    " part INTEGER PRIMARY KEY, max_dur INTEGER, min_start INTEGER,"
+    " max_start INTEGER, bloom BLOB NOT NULL);"
     "CREATE TABLE stacks("
     " id INTEGER PRIMARY KEY, stack TEXT NOT NULL UNIQUE);"
     "CREATE TABLE samples("
@@ -186,7 +189,7 @@ rebuild_part(serve_store_t *s, int64_t part, int64_t *count)
 {
     sqlite3_stmt  *st;
     serve_part_t  *p;
-    int64_t        n, dur;
+    int64_t        n;
     int            rc;
 
     if (query_i64(s, "SELECT count(*) FROM spans WHERE part = ?1", part, 0,
@@ -201,17 +204,28 @@ rebuild_part(serve_store_t *s, int64_t part, int64_t *count)
     if (n < (int64_t) 1 << s->part_bits) {
         n = (int64_t) 1 << s->part_bits;
     }
-    if (query_i64(s, "SELECT max(dur_ns) FROM spans WHERE part = ?1"
-                  " AND kind = 2", part, INT64_MIN, &dur) != 0)
-    {
-        return -1;
-    }
     p = serve_part_new(&s->parts, part, (size_t) n);
     if (p == NULL) {
         snprintf(s->err, sizeof(s->err), "out of memory");
         return -1;
     }
-    p->max_dur = dur;
+    if (sqlite3_prepare_v2(s->db, "SELECT max(dur_ns), min(start_ns),"
+                           " max(start_ns) FROM spans WHERE part = ?1"
+                           " AND kind = 2", -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, part);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        p->max_dur = sqlite3_column_int64(st, 0);
+        p->min_start = sqlite3_column_int64(st, 1);
+        p->max_start = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        return fail(s, "read a part");
+    }
     if (sqlite3_prepare_v2(s->db, "SELECT tkey FROM spans WHERE part = ?1",
                            -1, &st, NULL) != SQLITE_OK)
     {
@@ -219,7 +233,7 @@ rebuild_part(serve_store_t *s, int64_t part, int64_t *count)
     }
     sqlite3_bind_int64(st, 1, part);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        serve_part_add(p, sqlite3_column_int64(st, 0), 0, 0);
+        serve_part_add(p, sqlite3_column_int64(st, 0), 0, 0, 0);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : fail(s, "read a part");
@@ -237,8 +251,9 @@ load_parts(serve_store_t *s)
     int64_t        lo, hi, part, n = 0;
     int            rc;
 
-    if (sqlite3_prepare_v2(s->db, "SELECT part, max_dur, bloom FROM parts"
-                           " ORDER BY part", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "SELECT part, max_dur, min_start,"
+                           " max_start, bloom FROM parts ORDER BY part",
+                           -1, &st, NULL) != SQLITE_OK)
     {
         return fail(s, "prepare");
     }
@@ -246,8 +261,12 @@ load_parts(serve_store_t *s)
         if (serve_part_load(&s->parts, sqlite3_column_int64(st, 0),
                 sqlite3_column_type(st, 1) == SQLITE_NULL
                 ? INT64_MIN : sqlite3_column_int64(st, 1),
-                sqlite3_column_blob(st, 2),
-                (size_t) sqlite3_column_bytes(st, 2)) == NULL)
+                sqlite3_column_type(st, 2) == SQLITE_NULL
+                ? INT64_MAX : sqlite3_column_int64(st, 2),
+                sqlite3_column_type(st, 3) == SQLITE_NULL
+                ? INT64_MIN : sqlite3_column_int64(st, 3),
+                sqlite3_column_blob(st, 4),
+                (size_t) sqlite3_column_bytes(st, 4)) == NULL)
         {
             sqlite3_finalize(st);
             snprintf(s->err, sizeof(s->err),
@@ -319,6 +338,8 @@ save_parts(serve_store_t *s, int64_t upto)
         sqlite3_bind_int64(st, 1, p->part);
         if (p->max_dur != INT64_MIN) {
             sqlite3_bind_int64(st, 2, p->max_dur);
+            sqlite3_bind_int64(st, 4, p->min_start);
+            sqlite3_bind_int64(st, 5, p->max_start);
         }
         sqlite3_bind_blob(st, 3, s->enc.data,
                           (int) serve_part_encoded_len(p), SQLITE_STATIC);
@@ -752,7 +773,7 @@ serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
     if (run(s, ST_SPAN, "insert a span") != 0) {
         return -1;
     }
-    serve_part_add(p, trace_key(sp->trace_id), sp->kind,
+    serve_part_add(p, trace_key(sp->trace_id), sp->kind, sp->start_ns,
                    sp->end_ns - sp->start_ns);
     s->cur_count++;
     s->batch_spans++;
@@ -1210,9 +1231,13 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     }
     bind_search(st, q);
     if (q->slowest) {
+        /* The parts that may hold SERVER spans long enough, started in
+         * the range. */
         for (j = 0; j < s->parts.n; j++) {
             if (s->parts.v[j].max_dur != INT64_MIN
-                && s->parts.v[j].max_dur >= q->min_duration_ns)
+                && s->parts.v[j].max_dur >= q->min_duration_ns
+                && s->parts.v[j].max_start >= q->from_ns
+                && s->parts.v[j].min_start < q->to_ns)
             {
                 by_dur[nparts++] = &s->parts.v[j];
             }
