@@ -27,11 +27,12 @@
  * page per span as a global index outgrowing the cache does (and the
  * larger a part, the more of its pages a commit dirties: 2^17 ingested 15%
  * slower). Each part is summed up in memory (part_map.h: a Bloom filter of
- * its trace keys, its longest SERVER span), and in the parts table once
- * the part is full: opening a trace probes the index of the parts that
- * may hold it only (one or two, of 305 at 10M spans), and the slowest-
- * first search reads the parts by their longest span, stopping at the
- * first that cannot make the list. */
+ * its trace keys, its longest SERVER span, their first and last start),
+ * and in the parts table once the part is full: opening a trace probes
+ * the index of the parts that may hold it only (one or two, of 305 at 10M
+ * spans), and the slowest-first search reads the parts of its time range
+ * by their longest span, stopping at the first that cannot make the
+ * list. */
 #define PART_BITS  15
 
 /* Statements prepared once and reused for every row. */
