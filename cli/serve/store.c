@@ -58,9 +58,9 @@ static const char *const  stmt_sql[ST_N] = {
         " span_id, span_name, stack_id, count, cpu_ns)"
         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     [ST_KEY_PUT] = "INSERT INTO attr_keys(id, key) VALUES(?1, ?2)",
-    [ST_PART_PUT] =
-        "INSERT OR REPLACE INTO parts(part, max_dur, min_start, max_start,"
-        " bloom) VALUES(?1,?2,?4,?5,?3)",
+    /* The columns of parts in their order: part, max_dur, min_start,
+     * max_start, bloom. */
+    [ST_PART_PUT] = "INSERT OR REPLACE INTO parts VALUES(?1,?2,?4,?5,?3)",
 };
 
 static const char  pragmas[] =
