@@ -30,7 +30,7 @@ $(BENCH_BUILD)/receiver: bench/receiver.c
 SERVE_BENCH_SRCS := cli/serve/store.c cli/serve/otlp_ingest.c \
                     cli/serve/otlp_json_decode.c cli/serve/json_out.c \
                     cli/serve/flame_json.c cli/serve/attrs_json.c \
-                    cli/serve/attr_keys.c cli/util.c
+                    cli/serve/attr_keys.c cli/serve/part_map.c cli/util.c
 $(BENCH_BUILD)/serve_bench: bench/serve_bench.c $(SERVE_BENCH_SRCS) $(wildcard cli/serve/*.h) $(CLI_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CLI_CFLAGS) -O2 -o $@ $< $(SERVE_BENCH_SRCS) $(CLI_COMMON) \

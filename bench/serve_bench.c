@@ -8,8 +8,10 @@
  * 2. size: the database's bytes per million spans;
  * 3. queries, on what is stored: open a trace (/api/traces/ID), a span's
  *    flame graph (/api/flame?trace=&span=), and the slowest-first search
- *    the UI opens with; median and worst of 200 (20 for the search) random
- *    picks, in ms.
+ *    the UI opens with (and the same for one route, and for the last
+ *    tenth of the time); median and worst of
+ *    200 (20 for the searches) random picks, in ms of wall and of CPU
+ *    time.
  * Output: "key value" lines for bench/serve to put in BENCHMARKS.md. */
 
 #include <inttypes.h>
@@ -310,7 +312,7 @@ main(int argc, char **argv)
     size_t                  len;
     uint8_t                *req, tid[16], sid[8];
     double                  t, c, t_spans, t_samples, c_spans, c_samples,
-                            ms[200];
+                            ms[200], cms[200];
     int64_t                 t0 = 1795000000000000000LL, bytes;
     int                     i, profiles = 20, per = 2000;
     uint64_t                step, step_n = 0;
@@ -414,13 +416,16 @@ main(int argc, char **argv)
         ids(k, tid, sid);
         sp_buf_reset(&out);
         t = now_s();
+        c = cpu_s();
         if (serve_store_trace(s, tid, &out) != 0) {
             fprintf(stderr, "serve_bench: trace %" PRIu64 " missing\n", k);
             return 1;
         }
         ms[i] = (now_s() - t) * 1e3;
+        cms[i] = (cpu_s() - c) * 1e3;
     }
     report("open_trace", ms, 200);
+    report("open_trace_cpu", cms, 200);
     for (i = 0; i < 200; i++) {
         serve_flame_t  *f = serve_flame_new();
 
@@ -448,13 +453,56 @@ main(int argc, char **argv)
         q.to_ns = INT64_MAX;
         sp_buf_reset(&out);
         t = now_s();
+        c = cpu_s();
         if (serve_store_traces(s, &q, &out) != 0) {
             fprintf(stderr, "serve_bench: search failed\n");
             return 1;
         }
         ms[i] = (now_s() - t) * 1e3;
+        cms[i] = (cpu_s() - c) * 1e3;
     }
     report("search_slowest", ms, 20);
+    report("search_slowest_cpu", cms, 20);
+    /* The same for one route of the six: the parts' longest spans are of
+     * any route, so more parts are read. */
+    for (i = 0; i < 20; i++) {
+        memset(&q, 0, sizeof(q));
+        q.limit = 20;
+        q.slowest = 1;
+        q.to_ns = INT64_MAX;
+        q.route = routes[i % 6];
+        sp_buf_reset(&out);
+        t = now_s();
+        c = cpu_s();
+        if (serve_store_traces(s, &q, &out) != 0) {
+            fprintf(stderr, "serve_bench: search failed\n");
+            return 1;
+        }
+        ms[i] = (now_s() - t) * 1e3;
+        cms[i] = (cpu_s() - c) * 1e3;
+    }
+    report("search_route", ms, 20);
+    report("search_route_cpu", cms, 20);
+    /* And of the last tenth of the time: the parts started before it are
+     * not read. */
+    for (i = 0; i < 20; i++) {
+        memset(&q, 0, sizeof(q));
+        q.limit = 20;
+        q.slowest = 1;
+        q.from_ns = t0 + (int64_t) (nspans / 10 * 9) * 1000;
+        q.to_ns = INT64_MAX;
+        sp_buf_reset(&out);
+        t = now_s();
+        c = cpu_s();
+        if (serve_store_traces(s, &q, &out) != 0) {
+            fprintf(stderr, "serve_bench: search failed\n");
+            return 1;
+        }
+        ms[i] = (now_s() - t) * 1e3;
+        cms[i] = (cpu_s() - c) * 1e3;
+    }
+    report("search_recent", ms, 20);
+    report("search_recent_cpu", cms, 20);
     printf("db_bytes %" PRId64 "\n", serve_store_size(s));
     sp_buf_free(&out);
     serve_store_close(s);

@@ -578,6 +578,272 @@ test_store_parts(void)
     }
 }
 
+/* The parts' summaries (part_map.h) that queries go by, over parts of 4
+ * spans: 80 traces of 3 spans each, 20 and 40 parts apart, of distinct
+ * durations. Each trace is opened whole, the slowest-first search lists
+ * what a search of every span would, in order (with and without a
+ * minimum duration, or started from a time); so again after a reopen (summaries read back, one
+ * deleted and made again) and after retention removed the oldest parts
+ * (their summaries removed with them, in the database too). */
+#define PM_SPANS   240
+#define PM_TRACES  80
+
+static uint64_t
+pm_dur(int i)
+{
+    /* 103 is prime to 240: distinct durations, in no order. */
+    return 1000 + (uint64_t) ((i * 103) % PM_SPANS);
+}
+
+static int
+pm_count_spans(const char *json)
+{
+    int  n = 0;
+
+    while ((json = strstr(json, "\"span_id\":")) != NULL) {
+        n++;
+        json++;
+    }
+    return n;
+}
+
+/* Does the search list, in order, the `limit` traces whose longest span
+ * among spans [first, PM_SPANS) (those stored), started from span `from`
+ * on, is the longest and at least min_dur, each with its number of spans
+ * stored? */
+static int
+pm_search_from_ok(serve_store_t *s, int first, int from, int limit,
+    uint64_t min_dur)
+{
+    serve_trace_query_t  q;
+    sp_buf_t             b;
+    uint64_t             best[PM_TRACES + 1] = { 0 };
+    int                  nspans[PM_TRACES + 1] = { 0 };
+    int                  i, t, k, ok_ = 1, listed = 0;
+    const char          *at, *cur;
+    char                 want[64];
+
+    for (i = first; i < PM_SPANS; i++) {
+        t = 1 + i % PM_TRACES;
+        nspans[t]++;
+        if (i >= from && pm_dur(i) > best[t]) {
+            best[t] = pm_dur(i);
+        }
+    }
+    memset(&q, 0, sizeof(q));
+    q.limit = limit;
+    q.slowest = 1;
+    q.to_ns = INT64_MAX;
+    q.min_duration_ns = (int64_t) min_dur;
+    q.from_ns = 1000000 + (int64_t) from * 1000;
+    sp_buf_init(&b);
+    if (serve_store_traces(s, &q, &b) != 0) {
+        sp_buf_free(&b);
+        return 0;
+    }
+    cur = str(&b);
+    for (k = 0; k < limit; k++) {
+        uint64_t  top = 0;
+        int       tt = 0;
+
+        for (t = 1; t <= PM_TRACES; t++) {
+            if (best[t] > top && best[t] >= min_dur) {
+                top = best[t];
+                tt = t;
+            }
+        }
+        if (tt == 0) {
+            break;
+        }
+        best[tt] = 0;
+        snprintf(want, sizeof(want), "{\"trace_id\":\"%02x%02x", tt, tt);
+        at = strstr(cur, want);
+        snprintf(want, sizeof(want), ",\"spans\":%d}", nspans[tt]);
+        if (at == NULL || strstr(at, ",\"spans\":") != strstr(at, want)) {
+            printf("# trace %d (%d spans) not listed %dth: %s\n", tt,
+                   nspans[tt], k + 1, str(&b));
+            ok_ = 0;
+            break;
+        }
+        cur = at + 1;
+        listed++;
+    }
+    if (ok_ && pm_count_spans(str(&b)) != listed) {
+        printf("# %d listed, not %d: %s\n", pm_count_spans(str(&b)), listed,
+               str(&b));
+        ok_ = 0;
+    }
+    sp_buf_free(&b);
+    return ok_;
+}
+
+static int
+pm_search_ok(serve_store_t *s, int first, int limit, uint64_t min_dur)
+{
+    return pm_search_from_ok(s, first, first, limit, min_dur);
+}
+
+/* Are traces [1, PM_TRACES] found whole: their spans from `first` on? */
+static int
+pm_traces_ok(serve_store_t *s, int first)
+{
+    sp_buf_t  b;
+    uint8_t   tid[16];
+    int       t, i, n, ok_ = 1;
+
+    sp_buf_init(&b);
+    for (t = 1; t <= PM_TRACES && ok_; t++) {
+        for (n = 0, i = first; i < PM_SPANS; i++) {
+            n += 1 + i % PM_TRACES == t;
+        }
+        memset(tid, t, sizeof(tid));
+        sp_buf_reset(&b);
+        if (serve_store_trace(s, tid, &b) != (n ? 0 : 1)
+            || pm_count_spans(str(&b)) != n)
+        {
+            printf("# trace %d: %d spans, not %d\n", t,
+                   pm_count_spans(str(&b)), n);
+            ok_ = 0;
+        }
+    }
+    sp_buf_free(&b);
+    return ok_;
+}
+
+static int64_t
+pm_sql(const char *dir, const char *sql)
+{
+    char           path[300];
+    sqlite3       *db;
+    sqlite3_stmt  *st;
+    int64_t        v = -1;
+
+    snprintf(path, sizeof(path), "%s/spanprof.db", dir);
+    if (sqlite3_open(path, &db) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            v = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+static serve_store_t *
+pm_reopen(serve_store_t *s, const char *dir)
+{
+    char  err[256];
+
+    serve_store_close(s);
+    s = serve_store_open(dir, err, sizeof(err));
+    if (s == NULL) {
+        printf("# %s\n", err);
+        return NULL;
+    }
+    serve_store_set_part_bits(s, 2);
+    return s;
+}
+
+static void
+test_store_part_map(void)
+{
+    char                    dir[] = "/tmp/spanprof-test-pmap-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    uint8_t                *req, tid[16];
+    size_t                  len;
+    sp_buf_t                b;
+    int                     i;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "store opened");
+    if (s == NULL) {
+        return;
+    }
+    serve_store_set_part_bits(s, 2);
+    for (i = 0; i < PM_SPANS; i++) {
+        req = span_request((uint8_t) (1 + i % PM_TRACES), (uint8_t) (i + 1),
+                           1000000 + (uint64_t) i * 1000, pm_dur(i), NULL,
+                           &len);
+        if (serve_ingest_traces(s, req, len, 0, &r) != 0 || r.accepted != 1) {
+            break;
+        }
+        free(req);
+    }
+    ok(i == PM_SPANS, "240 spans of 80 traces in 60 parts");
+    ok(pm_traces_ok(s, 0), "each trace opened whole, its spans 3 parts");
+    ok(pm_search_ok(s, 0, 10, 0), "slowest first: 10 over all parts");
+    ok(pm_search_ok(s, 0, PM_TRACES, 0), "slowest first: all 80 in order");
+    ok(pm_search_ok(s, 0, 5, 1000 + PM_SPANS / 2),
+       "slowest first with a minimum duration");
+    ok(pm_search_from_ok(s, 0, 150, 10, 0)
+       && pm_search_from_ok(s, 0, 150, PM_TRACES, 1000 + PM_SPANS / 3),
+       "slowest first of those started from a time");
+
+    /* A summary stored for each full part (59 of 60 parts: the last is
+     * not full yet), read back when reopened; the newest part's made from
+     * its spans. */
+    ok(serve_store_flush(s) == 0
+       && pm_sql(dir, "SELECT count(*) FROM parts") == 59,
+       "a summary stored for each full part");
+    s = pm_reopen(s, dir);
+    ok(s != NULL && pm_traces_ok(s, 0) && pm_search_ok(s, 0, 10, 0)
+       && pm_search_from_ok(s, 0, 150, 10, 0),
+       "reopened: traces whole, search in order");
+    /* A summary lost (as when its group was): made again on open, and
+     * stored. */
+    serve_store_close(s);
+    s = NULL;
+    ok(pm_sql(dir, "DELETE FROM parts WHERE part IN (10, 30) RETURNING 1")
+       == 1, "two summaries deleted");
+    s = pm_reopen(s, dir);
+    ok(s != NULL && pm_traces_ok(s, 0) && pm_search_ok(s, 0, 10, 0)
+       && pm_search_from_ok(s, 0, 150, 10, 0)
+       && pm_sql(dir, "SELECT count(*) FROM parts") == 59,
+       "made again from their parts and stored: traces whole, search in"
+       " order");
+
+    /* Retention by age: spans 0..99 go, parts 0..24 with them. */
+    ok(s != NULL && serve_store_retain(s, 1000000 + 100 * 1000 + 50, 50, 0)
+       == 0, "retention: the first 100 spans deleted");
+    ok(pm_sql(dir, "SELECT min(part) FROM parts") == 25
+       && pm_sql(dir, "SELECT count(*) FROM parts") == 59 - 25
+       && pm_sql(dir, "SELECT min(part) FROM spans") == 25,
+       "and the summaries of the parts left empty");
+    ok(s != NULL && pm_traces_ok(s, 100) && pm_search_ok(s, 100, 10, 0),
+       "traces whole and search in order after retention");
+    s = pm_reopen(s, dir);
+    ok(s != NULL && pm_traces_ok(s, 100) && pm_search_ok(s, 100, 20, 0),
+       "so again reopened");
+    /* Everything deleted: no summary left; a new span found. */
+    ok(s != NULL && serve_store_retain(s, INT64_MAX, 1, 0) == 0
+       && pm_sql(dir, "SELECT count(*) FROM parts") == 0
+       && pm_traces_ok(s, PM_SPANS), "all deleted, summaries too");
+    req = span_request(7, 1, 5000000, 3, NULL, &len);
+    ok(s != NULL && serve_ingest_traces(s, req, len, 0, &r) == 0, "a span");
+    free(req);
+    memset(tid, 7, sizeof(tid));
+    sp_buf_init(&b);
+    ok(s != NULL && serve_store_trace(s, tid, &b) == 0
+       && pm_count_spans(str(&b)) == 1, "found");
+    sp_buf_free(&b);
+    serve_store_close(s);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
 /* A batch failing in the store (here: another writer took the number the
  * store gives its second new attribute key) undoes its uncommitted group,
  * counted, and the store forgets the keys the group added: the next span
@@ -668,6 +934,7 @@ main(void)
     test_flame();
     test_store();
     test_store_parts();
+    test_store_part_map();
     test_store_failure();
     return done_testing();
 }

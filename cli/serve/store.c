@@ -9,30 +9,36 @@
 #include "cli/serve/attr_keys.h"
 #include "cli/serve/attrs_json.h"
 #include "cli/serve/json_out.h"
+#include "cli/serve/part_map.h"
 #include "cli/serve/store.h"
 #include "cli/serve/wire_read.h"
 
 /* The version of the schema below, in PRAGMA user_version. 0 with tables:
- * the first schema (one global index per random key), which this version
- * refuses to open rather than misread. */
-#define SCHEMA_VERSION      2
-#define SCHEMA_VERSION_STR  "2"
+ * the first schema (one global index per random key); 2: parts without
+ * their summaries (the parts table). Others are refused rather than
+ * misread. */
+#define SCHEMA_VERSION      3
+#define SCHEMA_VERSION_STR  "3"
 
-/* Spans are numbered in arrival order (id, assigned here) and the indexes
- * on random keys (the trace id, the duration) lead with part = id >> 15:
- * inserts land in the newest part's subtree of 32,768 spans, about 130
- * pages an index, so a commit writes those pages rather than one page per
- * span as a global index outgrowing the cache does (and the larger a part,
- * the more of its pages a commit dirties: 2^17 ingested 15% slower). A
- * lookup by trace id probes every part from the lowest to the highest
- * (305 at 10M spans, a few microseconds each): only the insert needs the
- * part's size. */
+/* Spans are stored in parts of 32,768 consecutive spans (part, assigned
+ * here, ascending) and the indexes on random keys (the trace id, the
+ * duration) lead with the part: inserts land in the newest part's subtree,
+ * about 130 pages an index, so a commit writes those pages rather than one
+ * page per span as a global index outgrowing the cache does (and the
+ * larger a part, the more of its pages a commit dirties: 2^17 ingested 15%
+ * slower). Each part is summed up in memory (part_map.h: a Bloom filter of
+ * its trace keys, its longest SERVER span, their first and last start),
+ * and in the parts table once the part is full: opening a trace probes
+ * the index of the parts that may hold it only (one or two, of 305 at 10M
+ * spans), and the slowest-first search reads the parts of its time range
+ * by their longest span, stopping at the first that cannot make the
+ * list. */
 #define PART_BITS  15
 
 /* Statements prepared once and reused for every row. */
 enum {
     ST_BEGIN, ST_COMMIT, ST_SPAN,
-    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_N
+    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_PART_PUT, ST_N
 };
 
 static const char *const  stmt_sql[ST_N] = {
@@ -52,6 +58,9 @@ static const char *const  stmt_sql[ST_N] = {
         " span_id, span_name, stack_id, count, cpu_ns)"
         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     [ST_KEY_PUT] = "INSERT INTO attr_keys(id, key) VALUES(?1, ?2)",
+    /* The columns of parts in their order: part, max_dur, min_start,
+     * max_start, bloom. */
+    [ST_PART_PUT] = "INSERT OR REPLACE INTO parts VALUES(?1,?2,?4,?5,?3)",
 };
 
 static const char  pragmas[] =
@@ -79,6 +88,12 @@ static const char  schema[] =
     /* The slowest-first search, over SERVER spans (kind 2), part by part. */
     "CREATE INDEX spans_dur ON spans(part, kind, dur_ns);"
     "CREATE INDEX spans_route ON spans(service, route, start_ns);"
+    /* The summary of each full part (part_map.h): its longest SERVER
+     * span, their first and last start (NULL: none) and the Bloom filter
+     * of its trace keys. */
+    "CREATE TABLE parts("
+    " part INTEGER PRIMARY KEY, max_dur INTEGER, min_start INTEGER,"
+    " max_start INTEGER, bloom BLOB NOT NULL);"
     "CREATE TABLE stacks("
     " id INTEGER PRIMARY KEY, stack TEXT NOT NULL UNIQUE);"
     "CREATE TABLE samples("
@@ -89,12 +104,6 @@ static const char  schema[] =
     "CREATE INDEX samples_time ON samples(time_ns);"
     "PRAGMA user_version = " SCHEMA_VERSION_STR ";"
     "COMMIT;";
-
-/* The parts that hold spans, oldest first: the rows of p(x). */
-#define PARTS_CTE \
-    "WITH RECURSIVE p(x) AS (SELECT min(part) FROM spans" \
-    " UNION ALL SELECT x + 1 FROM p" \
-    " WHERE x < (SELECT max(part) FROM spans)) "
 
 struct serve_store {
     sqlite3              *db;
@@ -114,6 +123,12 @@ struct serve_store {
     size_t                keys_at_txn;
     sp_buf_t              attrs;
     int                   part_bits;
+    /* The parts' summaries; the part spans are added to and the spans
+     * it holds; the transaction (numbered) that batches. */
+    serve_part_map_t      parts;
+    int64_t               cur_part, cur_count;
+    uint64_t              txn_no;
+    sp_buf_t              enc;
 };
 
 static int
@@ -137,6 +152,222 @@ pragma_int(serve_store_t *s, const char *sql)
     }
     sqlite3_finalize(st);
     return v;
+}
+
+/* The trace id's index key: its first 4 bytes, as a signed integer (4
+ * bytes in a record). */
+static int64_t
+trace_key(const uint8_t tid[16])
+{
+    return (int32_t) ((uint32_t) tid[0] << 24 | (uint32_t) tid[1] << 16
+                      | (uint32_t) tid[2] << 8 | tid[3]);
+}
+
+/* One integer a statement with one int64 bound (?1) returns: 0 with *v
+ * set (dflt for NULL or no row), or -1. */
+static int
+query_i64(serve_store_t *s, const char *sql, int64_t arg, int64_t dflt,
+    int64_t *v)
+{
+    sqlite3_stmt  *st;
+    int            rc;
+
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, arg);
+    rc = sqlite3_step(st);
+    *v = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
+         ? sqlite3_column_int64(st, 0) : dflt;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, "query");
+}
+
+/* A part's summary made again from its spans (none: no summary); the
+ * number of its spans in *count. */
+static int
+rebuild_part(serve_store_t *s, int64_t part, int64_t *count)
+{
+    sqlite3_stmt  *st;
+    serve_part_t  *p;
+    int64_t        n;
+    int            rc;
+
+    if (query_i64(s, "SELECT count(*) FROM spans WHERE part = ?1", part, 0,
+                  &n) != 0)
+    {
+        return -1;
+    }
+    *count = n;
+    if (n == 0) {
+        return 0;
+    }
+    if (n < (int64_t) 1 << s->part_bits) {
+        n = (int64_t) 1 << s->part_bits;
+    }
+    p = serve_part_new(&s->parts, part, (size_t) n);
+    if (p == NULL) {
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    if (sqlite3_prepare_v2(s->db, "SELECT max(dur_ns), min(start_ns),"
+                           " max(start_ns) FROM spans WHERE part = ?1"
+                           " AND kind = 2", -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, part);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        p->max_dur = sqlite3_column_int64(st, 0);
+        p->min_start = sqlite3_column_int64(st, 1);
+        p->max_start = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        return fail(s, "read a part");
+    }
+    if (sqlite3_prepare_v2(s->db, "SELECT tkey FROM spans WHERE part = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, part);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        serve_part_add(p, sqlite3_column_int64(st, 0), 0, 0, 0);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "read a part");
+}
+
+static int save_parts(serve_store_t *s, int64_t upto);
+
+/* The parts' summaries: as stored for the full parts; made again from
+ * the spans for the newest part (spans may have been added to it since)
+ * and for any part without one (its summary was in a group lost). */
+static int
+load_parts(serve_store_t *s)
+{
+    sqlite3_stmt  *st;
+    int64_t        lo, hi, part, n = 0;
+    int            rc;
+
+    if (sqlite3_prepare_v2(s->db, "SELECT part, max_dur, min_start,"
+                           " max_start, bloom FROM parts ORDER BY part",
+                           -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (serve_part_load(&s->parts, sqlite3_column_int64(st, 0),
+                sqlite3_column_type(st, 1) == SQLITE_NULL
+                ? INT64_MIN : sqlite3_column_int64(st, 1),
+                sqlite3_column_type(st, 2) == SQLITE_NULL
+                ? INT64_MAX : sqlite3_column_int64(st, 2),
+                sqlite3_column_type(st, 3) == SQLITE_NULL
+                ? INT64_MIN : sqlite3_column_int64(st, 3),
+                sqlite3_column_blob(st, 4),
+                (size_t) sqlite3_column_bytes(st, 4)) == NULL)
+        {
+            sqlite3_finalize(st);
+            snprintf(s->err, sizeof(s->err),
+                     "a malformed parts table (or out of memory)");
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        return fail(s, "read parts");
+    }
+    if (query_i64(s, "SELECT min(part) FROM spans", 0, -1, &lo) != 0
+        || query_i64(s, "SELECT max(part) FROM spans", 0, -1, &hi) != 0)
+    {
+        return -1;
+    }
+    serve_part_map_keep(&s->parts, lo, hi);
+    for (part = lo; hi >= 0 && part <= hi; part++) {
+        if ((part == hi || serve_part_find(&s->parts, part) == NULL)
+            && rebuild_part(s, part, &n) != 0)
+        {
+            return -1;
+        }
+    }
+    s->cur_part = hi >= 0 ? hi : 0;
+    s->cur_count = n;
+    /* The full parts' summaries made again: stored now. */
+    for (part = 0; part < (int64_t) s->parts.n; part++) {
+        if (s->parts.v[part].dirty && s->parts.v[part].part < s->cur_part) {
+            if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL)
+                != SQLITE_OK)
+            {
+                return fail(s, "begin");
+            }
+            if (save_parts(s, s->cur_part - 1) != 0
+                || sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL)
+                   != SQLITE_OK)
+            {
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                return fail(s, "store the parts' summaries");
+            }
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Writes the summaries changed of the parts up to `upto` (in the open
+ * transaction). */
+static int
+save_parts(serve_store_t *s, int64_t upto)
+{
+    sqlite3_stmt  *st = s->st[ST_PART_PUT];
+    serve_part_t  *p;
+    size_t         i;
+    int            rc;
+
+    for (i = 0; i < s->parts.n && s->parts.v[i].part <= upto; i++) {
+        p = &s->parts.v[i];
+        if (!p->dirty) {
+            continue;
+        }
+        sp_buf_reset(&s->enc);
+        if (sp_buf_reserve(&s->enc, serve_part_encoded_len(p)) != 0) {
+            snprintf(s->err, sizeof(s->err), "out of memory");
+            return -1;
+        }
+        serve_part_encode(p, s->enc.data);
+        sqlite3_bind_int64(st, 1, p->part);
+        if (p->max_dur != INT64_MIN) {
+            sqlite3_bind_int64(st, 2, p->max_dur);
+            sqlite3_bind_int64(st, 4, p->min_start);
+            sqlite3_bind_int64(st, 5, p->max_start);
+        }
+        sqlite3_bind_blob(st, 3, s->enc.data,
+                          (int) serve_part_encoded_len(p), SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+            return fail(s, "write a part's summary");
+        }
+        p->dirty = 0;
+        p->written_in = s->txn_no;
+    }
+    return 0;
+}
+
+/* The open transaction is undone: the summaries it wrote are to be
+ * written again. */
+static void
+parts_rolled_back(serve_store_t *s)
+{
+    size_t  i;
+
+    for (i = 0; i < s->parts.n; i++) {
+        if (s->parts.v[i].written_in == s->txn_no) {
+            s->parts.v[i].dirty = 1;
+        }
+    }
 }
 
 /* The dictionary of attribute keys, from the database. */
@@ -195,6 +426,7 @@ serve_store_open(const char *dir, char *err, size_t errlen)
         return NULL;
     }
     sp_buf_init(&s->attrs);
+    sp_buf_init(&s->enc);
     snprintf(path, n, "%s/spanprof.db", dir);
     if (sqlite3_open(path, &s->db) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path,
@@ -255,6 +487,10 @@ serve_store_open(const char *dir, char *err, size_t errlen)
             goto failed;
         }
     }
+    if (load_parts(s) != 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, s->err);
+        goto failed;
+    }
     free(path);
     return s;
 
@@ -285,6 +521,8 @@ serve_store_close(serve_store_t *s)
     sqlite3_close(s->db);
     serve_keys_free(s->keys);
     sp_buf_free(&s->attrs);
+    sp_buf_free(&s->enc);
+    serve_part_map_free(&s->parts);
     free(s);
 }
 
@@ -335,6 +573,7 @@ serve_store_begin(serve_store_t *s)
             return -1;
         }
         s->in_txn = 1;
+        s->txn_no++;
         s->open_ns = mono_ns();
         s->pending_rows = 0;
         s->keys_at_txn = serve_keys_count(s->keys);
@@ -354,6 +593,7 @@ serve_store_flush(serve_store_t *s)
         s->stats.rows_lost += s->pending_rows;
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         serve_keys_truncate(s->keys, s->keys_at_txn);
+        parts_rolled_back(s);
         return -1;
     }
     return 0;
@@ -383,6 +623,7 @@ serve_store_rollback(serve_store_t *s)
         s->stats.rows_lost += s->pending_rows;
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         serve_keys_truncate(s->keys, s->keys_at_txn);
+        parts_rolled_back(s);
     }
     s->stats.batches_failed++;
 }
@@ -483,23 +724,29 @@ pack_attrs(serve_store_t *s, const uint8_t *p, size_t len)
     return 0;
 }
 
-/* The trace id's index key: its first 4 bytes, as a signed integer (4
- * bytes in a record). */
-static int64_t
-trace_key(const uint8_t tid[16])
-{
-    return (int32_t) ((uint32_t) tid[0] << 24 | (uint32_t) tid[1] << 16
-                      | (uint32_t) tid[2] << 8 | tid[3]);
-}
-
 int
 serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
 {
     sqlite3_stmt  *st = s->st[ST_SPAN];
+    serve_part_t  *p;
 
+    /* The part full: its summary stored with the spans that fill the
+     * next (a part is never added to again). */
+    if (s->cur_count >= (int64_t) 1 << s->part_bits) {
+        if (save_parts(s, s->cur_part) != 0) {
+            return -1;
+        }
+        s->cur_part++;
+        s->cur_count = 0;
+    }
+    p = serve_part_get(&s->parts, s->cur_part, (size_t) 1 << s->part_bits);
+    if (p == NULL) {
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
     sqlite3_bind_blob(st, 1, sp->trace_id, 16, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 15, s->next_id);
-    sqlite3_bind_int64(st, 17, s->next_id++ >> s->part_bits);
+    sqlite3_bind_int64(st, 15, s->next_id++);
+    sqlite3_bind_int64(st, 17, s->cur_part);
     sqlite3_bind_int64(st, 16, trace_key(sp->trace_id));
     sqlite3_bind_blob(st, 2, sp->span_id, 8, SQLITE_STATIC);
     if (sp->has_parent) {
@@ -527,6 +774,9 @@ serve_store_add_span(serve_store_t *s, const serve_span_t *sp)
     if (run(s, ST_SPAN, "insert a span") != 0) {
         return -1;
     }
+    serve_part_add(p, trace_key(sp->trace_id), sp->kind, sp->start_ns,
+                   sp->end_ns - sp->start_ns);
+    s->cur_count++;
     s->batch_spans++;
     return 0;
 }
@@ -620,7 +870,7 @@ static int
 delete_counted(serve_store_t *s, const char *spans_sql,
     const char *samples_sql, int64_t v)
 {
-    int64_t  a, b;
+    int64_t  a, b, lo = INT64_MAX;
 
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL)
         != SQLITE_OK)
@@ -629,7 +879,12 @@ delete_counted(serve_store_t *s, const char *spans_sql,
     }
     a = delete_where(s, spans_sql, v);
     b = a < 0 ? -1 : delete_where(s, samples_sql, v);
+    /* The summaries of the parts left without spans go with them (those
+     * of parts left with some still say "maybe" for the spans gone). */
     if (b < 0
+        || query_i64(s, "SELECT min(part) FROM spans", 0, INT64_MAX, &lo)
+           != 0
+        || delete_where(s, "DELETE FROM parts WHERE part < ?1", lo) < 0
         || delete_where(s, "DELETE FROM stacks WHERE ?1 AND id NOT IN"
                         " (SELECT stack_id FROM samples)", b > 0) < 0
         || sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
@@ -637,6 +892,7 @@ delete_counted(serve_store_t *s, const char *spans_sql,
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         return -1;
     }
+    serve_part_map_keep(&s->parts, lo, INT64_MAX);
     s->stats.spans_deleted += (uint64_t) a;
     s->stats.samples_deleted += (uint64_t) b;
     return 0;
@@ -849,6 +1105,79 @@ search_scan(sqlite3_stmt *st, hit_t *best, int *n, int limit, int *rows)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* Appends to sql the parts that may hold spans of trace key k
+ * ("p1,p2,..."): how many. */
+static int
+parts_of_trace(serve_store_t *s, int64_t k, sp_buf_t *sql)
+{
+    size_t  i;
+    int     n = 0;
+
+    for (i = 0; i < s->parts.n; i++) {
+        if (serve_part_may_hold(&s->parts.v[i], k)) {
+            sp_buf_appendf(sql, "%s%" PRId64, n++ ? "," : "",
+                           s->parts.v[i].part);
+        }
+    }
+    return n;
+}
+
+/* The number of spans of a trace. */
+static int
+trace_spans(serve_store_t *s, const uint8_t tid[16], int64_t *count)
+{
+    sp_buf_t  sql;
+    int       rc;
+
+    *count = 0;
+    sp_buf_init(&sql);
+    sp_buf_append_str(&sql, "SELECT count(*) FROM spans WHERE part IN (");
+    if (parts_of_trace(s, trace_key(tid), &sql) == 0) {
+        sp_buf_free(&sql);
+        return 0;
+    }
+    sp_buf_append_str(&sql, ") AND tkey = ?1 AND trace_id = ?2");
+    sp_buf_append_char(&sql, '\0');
+    if (sp_buf_failed(&sql)) {
+        sp_buf_free(&sql);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    {
+        sqlite3_stmt  *st;
+
+        if (sqlite3_prepare_v2(s->db, (const char *) sql.data, -1, &st, NULL)
+            != SQLITE_OK)
+        {
+            sp_buf_free(&sql);
+            return fail(s, "prepare");
+        }
+        sqlite3_bind_int64(st, 1, trace_key(tid));
+        sqlite3_bind_blob(st, 2, tid, 16, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *count = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+    }
+    sp_buf_free(&sql);
+    return rc == SQLITE_ROW ? 0 : fail(s, "count a trace's spans");
+}
+
+/* Orders parts' summaries by their longest span, longest first (then
+ * the newest first). */
+static int
+cmp_longest(const void *a, const void *b)
+{
+    const serve_part_t  *x = *(const serve_part_t *const *) a,
+                        *y = *(const serve_part_t *const *) b;
+
+    if (x->max_dur != y->max_dur) {
+        return x->max_dur < y->max_dur ? 1 : -1;
+    }
+    return x->part < y->part ? 1 : x->part > y->part ? -1 : 0;
+}
+
 static void
 bind_search(sqlite3_stmt *st, const serve_trace_query_t *q)
 {
@@ -865,21 +1194,25 @@ int
 serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sp_buf_t *out)
 {
-    sqlite3_stmt  *st = NULL, *row = NULL, *cnt = NULL;
-    hit_t         *best;
-    int            n = 0, rows = 0, i, rc = -1;
-    int64_t        part, lo, hi;
+    sqlite3_stmt   *st = NULL, *row = NULL;
+    serve_part_t  **by_dur = NULL;
+    hit_t          *best;
+    int             n = 0, rows = 0, i, rc = -1;
+    int64_t         spans;
+    size_t          j, nparts = 0;
 
     best = calloc((size_t) q->limit + 1, sizeof(*best));
-    if (best == NULL) {
+    by_dur = malloc((s->parts.n + 1) * sizeof(*by_dur));
+    if (best == NULL || by_dur == NULL) {
         snprintf(s->err, sizeof(s->err), "out of memory");
         return -1;
     }
     /* The SERVER spans in the order asked, descending, keeping the first
      * span of each trace: the newest from the start index; the slowest
-     * from each part's duration index, merged (a trace's slowest span in
-     * its part is its slowest overall or not among the first `limit`).
-     * No GROUP BY: a search reads about `limit` rows a part. */
+     * from the duration index of the parts by their longest span, merged
+     * (a trace's slowest span in its part is its slowest overall or not
+     * among the first `limit`), until the next part's longest cannot
+     * make the list. No GROUP BY: a search reads about `limit` rows. */
     if (sqlite3_prepare_v2(s->db, q->slowest
             /* One lower bound on dur_ns (?9, the minimum duration or
              * what has been kept): with two, SQLite may take the lower
@@ -892,24 +1225,32 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
             -1, &st, NULL)
             != SQLITE_OK
         || sqlite3_prepare_v2(s->db, "SELECT " SPAN_COLS " FROM spans"
-                              " WHERE id = ?1", -1, &row, NULL) != SQLITE_OK
-        || sqlite3_prepare_v2(s->db, PARTS_CTE "SELECT count(*) FROM spans"
-                              " WHERE part IN p AND tkey = ?2"
-                              " AND trace_id = ?1", -1, &cnt, NULL)
-           != SQLITE_OK)
+                              " WHERE id = ?1", -1, &row, NULL) != SQLITE_OK)
     {
         fail(s, "prepare");
         goto done;
     }
     bind_search(st, q);
     if (q->slowest) {
-        lo = pragma_int(s, "SELECT coalesce(min(part), 0) FROM spans");
-        hi = pragma_int(s, "SELECT coalesce(max(part), -1) FROM spans");
-        for (part = hi; part >= lo && rows <= SEARCH_MAX_ROWS; part--) {
+        /* The parts that may hold SERVER spans long enough, started in
+         * the range. */
+        for (j = 0; j < s->parts.n; j++) {
+            if (s->parts.v[j].max_dur != INT64_MIN
+                && s->parts.v[j].max_dur >= q->min_duration_ns
+                && s->parts.v[j].max_start >= q->from_ns
+                && s->parts.v[j].min_start < q->to_ns)
+            {
+                by_dur[nparts++] = &s->parts.v[j];
+            }
+        }
+        qsort(by_dur, nparts, sizeof(*by_dur), cmp_longest);
+        for (j = 0; j < nparts && rows <= SEARCH_MAX_ROWS; j++) {
+            if (n == q->limit && by_dur[j]->max_dur <= best[n - 1].key) {
+                break;
+            }
             /* Once `limit` traces are found, a part's index is read from
-             * the top down to the lowest of them only: most parts cost
-             * one seek, no row. */
-            sqlite3_bind_int64(st, 8, part);
+             * the top down to the lowest of them only. */
+            sqlite3_bind_int64(st, 8, by_dur[j]->part);
             sqlite3_bind_int64(st, 9, n == q->limit
                                       && best[n - 1].key >= q->min_duration_ns
                                       ? best[n - 1].key
@@ -934,19 +1275,17 @@ serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
         sp_buf_append_str(out, i ? ",{" : "{");
         span_members(out, row, 0);
         sqlite3_reset(row);
-        sqlite3_bind_blob(cnt, 1, best[i].tid, 16, SQLITE_STATIC);
-        sqlite3_bind_int64(cnt, 2, trace_key(best[i].tid));
-        sp_buf_appendf(out, ",\"spans\":%d}",
-                       sqlite3_step(cnt) == SQLITE_ROW
-                       ? sqlite3_column_int(cnt, 0) : 0);
-        sqlite3_reset(cnt);
+        if (trace_spans(s, best[i].tid, &spans) != 0) {
+            goto done;
+        }
+        sp_buf_appendf(out, ",\"spans\":%" PRId64 "}", spans);
     }
     sp_buf_append_char(out, ']');
     rc = 0;
 
 done:
     free(best);
-    sqlite3_finalize(cnt);
+    free(by_dur);
     sqlite3_finalize(row);
     sqlite3_finalize(st);
     return rc;
@@ -957,25 +1296,41 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_t *out)
 {
     sqlite3_stmt  *st;
+    sp_buf_t       sql;
     int            rc, n = 0;
 
-    if (sqlite3_prepare_v2(s->db, PARTS_CTE
-            "SELECT " SPAN_COLS ", attrs,"
-            " (SELECT coalesce(sum(count), 0) FROM samples a"
-            "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
-            " (SELECT coalesce(sum(cpu_ns), 0) FROM samples a"
-            "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
-            " FROM spans s WHERE part IN p AND tkey = ?2 AND trace_id = ?1"
-            " ORDER BY start_ns, id",
-            -1, &st, NULL) != SQLITE_OK)
-    {
+    sp_buf_append_str(out, "{\"trace_id\":");
+    serve_json_hex(out, trace_id, 16);
+    sp_buf_append_str(out, ",\"spans\":[");
+    /* Only the parts whose filter may hold the trace (usually one). */
+    sp_buf_init(&sql);
+    sp_buf_append_str(&sql,
+        "SELECT " SPAN_COLS ", attrs,"
+        " (SELECT coalesce(sum(count), 0) FROM samples a"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
+        " (SELECT coalesce(sum(cpu_ns), 0) FROM samples a"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
+        " FROM spans s WHERE part IN (");
+    if (parts_of_trace(s, trace_key(trace_id), &sql) == 0) {
+        sp_buf_free(&sql);
+        sp_buf_append_str(out, "]}");
+        return 1;
+    }
+    sp_buf_append_str(&sql, ") AND tkey = ?2 AND trace_id = ?1"
+                      " ORDER BY start_ns, id");
+    sp_buf_append_char(&sql, '\0');
+    if (sp_buf_failed(&sql)) {
+        sp_buf_free(&sql);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    rc = sqlite3_prepare_v2(s->db, (const char *) sql.data, -1, &st, NULL);
+    sp_buf_free(&sql);
+    if (rc != SQLITE_OK) {
         return fail(s, "prepare");
     }
     sqlite3_bind_blob(st, 1, trace_id, 16, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, trace_key(trace_id));
-    sp_buf_append_str(out, "{\"trace_id\":");
-    serve_json_hex(out, trace_id, 16);
-    sp_buf_append_str(out, ",\"spans\":[");
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         sp_buf_append_str(out, n++ ? ",{" : "{");
         span_members(out, st, 0);

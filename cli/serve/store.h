@@ -73,9 +73,9 @@ typedef struct {
 /* Opens (creating) DIR/spanprof.db; NULL with err set. */
 serve_store_t *serve_store_open(const char *dir, char *err, size_t errlen);
 void serve_store_close(serve_store_t *s);
-/* Spans are stored in parts of 2^bits in arrival order (17 unless set),
- * each part with its own subtree of the indexes on random keys; tests set
- * small parts to have many. */
+/* Spans are stored in parts of 2^bits in arrival order (15 unless set),
+ * each part with its own subtree of the indexes on random keys and its
+ * summary (part_map.h); tests set small parts to have many. */
 void serve_store_set_part_bits(serve_store_t *s, int bits);
 
 /* A batch: begin, adds, then commit (or rollback on a failed add: the
