@@ -46,6 +46,7 @@ struct sp_http_client {
     /* libcurl < 8, h2c: how the call under way was sent (h2c_reuse.h;
      * 0: not so), its URL, and its timeout (for a re-sent call). */
     int                 h2c_mode;
+    int                 h2c_broken;    /* sp_h2c_reuse_broken(), once */
     char                h2c_url[SP_H2C_ORIGIN_MAX];
     uint64_t            timeout_ms;
 };
@@ -208,6 +209,8 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     c->loop = loop;
     c->gzip = conf->gzip;
     c->grpc = conf->grpc;
+    /* curl_version_info() builds its answer anew each time. */
+    c->h2c_broken = conf->grpc && sp_h2c_reuse_broken();
 
     if (c->grpc) {
         c->headers = grpc_headers(conf);
@@ -371,7 +374,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         c->timeout_header.next = c->headers;
         tls = strncmp(url, "https:", 6) == 0;
         c->h2c_mode = 0;
-        if (!tls && sp_h2c_reuse_broken()) {
+        if (!tls && c->h2c_broken) {
             snprintf(c->h2c_url, sizeof(c->h2c_url), "%s", url);
             h2c_set_mode(c, sp_h2c_begin(sp_http_loop_h2c(c->loop),
                                          c->h2c_url, 0));
