@@ -581,7 +581,8 @@ sample_amounts(const pb_profile_t *p, const pb_sample_t *ps, int cpu_values,
          * + (remainder >= period / 2), which cannot overflow. */
         ns = sum;
         c = p->period > 0 ? sum / p->period
-                            + (sum % p->period >= (p->period + 1) / 2)
+                            + (sum % p->period
+                               >= p->period / 2 + p->period % 2)
                           : (int64_t) ps->n_timestamps_unix_nano;
     } else {
         c = ps->n_values > 0 ? sum : (int64_t) ps->n_timestamps_unix_nano;
