@@ -50,7 +50,12 @@ make_path($shots);
 my $json = `/usr/bin/python3 $root/t/serve_ui.py $url $shots $HOT 2>&1`;
 my ($line) = $json =~ /^(\{.*\})\s*$/m;
 my $o = eval { decode_json($line // '') } || {};
-is $o->{error}, undef, 'the browser went through every step' or diag $json;
+# Every step of the plan, in order, and a JSON answer at all: no answer, an
+# error or a step left out fails.
+ok $o->{done} && !defined $o->{error}
+    && join(',', @{ $o->{steps} || [] }) eq join(',', @{ $o->{plan} || ['?'] })
+    && join(',', @{ $o->{plan} || [] }) eq 'search,trace,flame,zoom,find,hover,diff,worker',
+    'the browser went through every step' or diag $json;
 like $o->{first_row} // '', qr{/api/}, 'the first row: the slowest trace, a /api/ request';
 like $o->{span_clicked} // '', qr{GET /api/report}, 'the span with the CPU: the backend\'s /api/report';
 is $o->{clicks_to_flame}, 2, 'two clicks from the page the URL opens (it lists the slowest first), three with "Find traces"';
