@@ -36,7 +36,14 @@ my $r = run_cmd({ SPANPROF_DEMO_NO_BUILD => 1, SPANPROF_DEMO_DIR => $demo,
                 'timeout', '180', 'bash', "$root/demo/run.sh");
 my $pid = -f "$demo/serve.pid" ? read_file("$demo/serve.pid") : undef;
 chomp $pid if defined $pid;
-END { kill 'TERM', $pid if $pid }
+# The demo leaves spanprof serve running (not our child: poll, then KILL).
+END {
+    if ($pid && kill 'TERM', $pid) {
+        my $t = time + 10;
+        select(undef, undef, undef, 0.1) while kill(0, $pid) && time < $t;
+        kill 'KILL', $pid;
+    }
+}
 
 is $r->{exit}, 0, 'demo/run.sh: exit 0' or diag "$r->{out}\n$r->{err}";
 like $r->{out}, qr{spans and profiles to spanprof serve \(127\.0\.0\.1:$otlp\)}, 'nginx exports to spanprof serve';
