@@ -1400,7 +1400,7 @@ for my $sig (qw(INT TERM HUP)) {
 # live process fails the file (after killing it), so a test run leaves
 # nothing running.
 
-my %GROUPS;         # pgid => what it is
+my %GROUPS;         # pgid => [what it is, pid of the test process that started it]
 
 sub _pgid_of {
     my ($pid) = @_;
@@ -1422,7 +1422,7 @@ sub group_members {
 sub track_group {
     my ($pgid, $what) = @_;
     return unless $pgid && $pgid > 1 && $pgid != getpgrp();
-    $GROUPS{$pgid} = $what;
+    $GROUPS{$pgid} = [$what, $$];
     return $pgid;
 }
 
@@ -1434,12 +1434,14 @@ sub kill_group {
 
 sub _left_behind {
     my @left;
-    for my $g (sort { $a <=> $b } keys %GROUPS) {
+    # Only in the process that started them: a forked child of a test
+    # ending (and running END) must not kill its parent's servers.
+    for my $g (sort { $a <=> $b } grep { $GROUPS{$_}[1] == $$ } keys %GROUPS) {
         next unless group_members($g);
         # A process just SIGKILLed by a stop takes a moment to go.
         wait_until(3, sub { !group_members($g) }) and next;
         my @m = group_members($g) or next;
-        push @left, "$GROUPS{$g} (process group $g): " . join(', ', map {
+        push @left, "$GROUPS{$g}[0] (process group $g): " . join(', ', map {
             my $c = _slurp("/proc/$_/cmdline") // ''; $c =~ tr/\0/ /; "$_ [$c]"
         } @m);
         kill 'KILL', -$g;
