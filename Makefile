@@ -118,8 +118,19 @@ unit: $(UNIT_BINS)
 all: $(ALL)
 
 # The integration tests fail (not skip) when a module is missing.
+# Every temporary file of the run goes under a directory of its own
+# (TMPDIR): after prove, t/leftovers fails the run if a process still holds
+# something under it (a server a test left running), and kills it. The
+# directory is removed when all passed, kept (and named) otherwise.
+# TESTS="t/85-serve-ui.t ..." runs only those.
 test: all
-	SPANPROF_REQUIRE_MODULE=1 prove -I t/lib $(UNIT_BINS) $(TEST_BINS) t/*.t
+	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/spanprof-test-XXXXXX") && chmod 1777 "$$run" \
+	&& echo "make test: temporary files under $$run" \
+	&& TMPDIR="$$run" SPANPROF_TEST_RUN="$$run" SPANPROF_REQUIRE_MODULE=1 \
+	   prove -I t/lib $(or $(TESTS),$(UNIT_BINS) $(TEST_BINS) t/*.t); \
+	rc=$$?; perl t/leftovers "$$run" || rc=1; \
+	if [ $$rc -eq 0 ]; then rm -rf "$$run"; else echo "make test: failed; kept $$run"; fi; \
+	exit $$rc
 
 clean:
 	rm -rf $(BUILD)

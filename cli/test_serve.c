@@ -924,6 +924,80 @@ test_store_failure(void)
     }
 }
 
+/* A profile's received values in checked arithmetic: a period or values
+ * that would overflow (or exceed a sample's bound) refuse the profile,
+ * counted and said, nothing of it stored; the others are stored. */
+static void
+test_profile_bounds(void)
+{
+    static const char  *fmt =
+        "{\"dictionary\":{\"stringTable\":[\"\",\"%s\",\"%s\",\"f\"],"
+        "\"stackTable\":[{}]},"
+        "\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"key\":"
+        "\"process.pid\",\"value\":{\"intValue\":\"42\"}}]},"
+        "\"scopeProfiles\":[{\"profiles\":[{\"sampleType\":{\"typeStrindex\":1,"
+        "\"unitStrindex\":2},\"period\":\"%s\",\"timeUnixNano\":"
+        "\"1700000000000000000\",\"samples\":[{\"stackIndex\":0,"
+        "\"values\":[%s]}]}]}]}]}";
+    static const struct {
+        const char  *type, *unit, *period, *values;
+        int          stored;
+    } c[] = {
+        { "samples", "count", "10000000", "\"3\"", 1 },
+        /* 3 * 2^62: the overflow the fuzzer found */
+        { "samples", "count", "4611686018427387904", "\"3\"", 0 },
+        { "samples", "count", "-10000000", "\"3\"", 0 },
+        { "samples", "count", "10000000", "\"-3\"", 0 },
+        /* within int64, past a sample's bound (2^46 ns) */
+        { "samples", "count", "1000000000000", "\"100\"", 0 },
+        { "cpu", "nanoseconds", "10000000",
+          "\"9223372036854775807\",\"9223372036854775807\"", 0 },
+        { "cpu", "nanoseconds", "9223372036854775807",
+          "\"70368744177664\"", 1 },
+    };
+    char                    dir[] = "/tmp/spanprof-test-serve-XXXXXX";
+    char                    err[256], body[1024];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_store_stats_t     st;
+    uint64_t                before;
+    size_t                  i;
+    int                     rc;
+
+    if (mkdtemp(dir) == NULL || (s = serve_store_open(dir, err,
+                                                      sizeof(err))) == NULL)
+    {
+        ok(0, "a store for the profile bounds");
+        return;
+    }
+    for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        snprintf(body, sizeof(body), fmt, c[i].type, c[i].unit, c[i].period,
+                 c[i].values);
+        serve_store_get_stats(s, &st);
+        before = st.samples_stored;
+        rc = serve_ingest_profiles(s, (const uint8_t *) body, strlen(body),
+                                   1, &r);
+        serve_store_get_stats(s, &st);
+        ok(rc == 0 && r.accepted == (uint64_t) c[i].stored
+           && r.rejected == (uint64_t) !c[i].stored
+           && st.samples_stored - before == (uint64_t) c[i].stored
+           && (c[i].stored || strstr(r.error, "out of range") != NULL),
+           "profile %s/%s period %s values %s: %s", c[i].type, c[i].unit,
+           c[i].period, c[i].values,
+           c[i].stored ? "stored" : "refused, counted, said");
+        if (rc != 0 || r.error[0] != '\0') {
+            printf("# rc %d accepted %llu rejected %llu: %s\n", rc,
+                   (unsigned long long) r.accepted,
+                   (unsigned long long) r.rejected, r.error);
+        }
+    }
+    serve_store_close(s);
+    snprintf(body, sizeof(body), "rm -rf %s", dir);
+    if (system(body) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
 int
 main(void)
 {
@@ -936,5 +1010,6 @@ main(void)
     test_store_parts();
     test_store_part_map();
     test_store_failure();
+    test_profile_bounds();
     return done_testing();
 }

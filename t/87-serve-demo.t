@@ -36,7 +36,14 @@ my $r = run_cmd({ SPANPROF_DEMO_NO_BUILD => 1, SPANPROF_DEMO_DIR => $demo,
                 'timeout', '180', 'bash', "$root/demo/run.sh");
 my $pid = -f "$demo/serve.pid" ? read_file("$demo/serve.pid") : undef;
 chomp $pid if defined $pid;
-END { kill 'TERM', $pid if $pid }
+# The demo leaves spanprof serve running (not our child: poll, then KILL).
+END {
+    if ($pid && kill 'TERM', $pid) {
+        my $t = time + 10;
+        select(undef, undef, undef, 0.1) while kill(0, $pid) && time < $t;
+        kill 'KILL', $pid;
+    }
+}
 
 is $r->{exit}, 0, 'demo/run.sh: exit 0' or diag "$r->{out}\n$r->{err}";
 like $r->{out}, qr{spans and profiles to spanprof serve \(127\.0\.0\.1:$otlp\)}, 'nginx exports to spanprof serve';
@@ -50,7 +57,12 @@ make_path($shots);
 my $json = `/usr/bin/python3 $root/t/serve_ui.py $url $shots $HOT 2>&1`;
 my ($line) = $json =~ /^(\{.*\})\s*$/m;
 my $o = eval { decode_json($line // '') } || {};
-is $o->{error}, undef, 'the browser went through every step' or diag $json;
+# Every step of the plan, in order, and a JSON answer at all: no answer, an
+# error or a step left out fails.
+ok $o->{done} && !defined $o->{error}
+    && join(',', @{ $o->{steps} || [] }) eq join(',', @{ $o->{plan} || ['?'] })
+    && join(',', @{ $o->{plan} || [] }) eq 'search,trace,flame,zoom,find,hover,diff,worker',
+    'the browser went through every step' or diag $json;
 like $o->{first_row} // '', qr{/api/}, 'the first row: the slowest trace, a /api/ request';
 like $o->{span_clicked} // '', qr{GET /api/report}, 'the span with the CPU: the backend\'s /api/report';
 is $o->{clicks_to_flame}, 2, 'two clicks from the page the URL opens (it lists the slowest first), three with "Find traces"';

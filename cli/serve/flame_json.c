@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,16 @@ child(serve_flame_t *f, int32_t parent, const char *name, size_t len)
     return id;
 }
 
+/* a += b, saturating: the sums come from received samples (at most 2^46 ns
+ * each, but any number of them). */
+static void
+add_sat(int64_t *a, int64_t b)
+{
+    if (__builtin_add_overflow(*a, b, a)) {
+        *a = b < 0 ? INT64_MIN : INT64_MAX;
+    }
+}
+
 int
 serve_flame_add(serve_flame_t *f, const char *stack, int64_t cpu_ns,
     int64_t samples, int side)
@@ -77,16 +88,16 @@ serve_flame_add(serve_flame_t *f, const char *stack, int64_t cpu_ns,
     int32_t      at = 0;
     int          depth = 0;
 
-    f->nodes[0].total[side] += cpu_ns;
-    f->nodes[0].samples[side] += samples;
+    add_sat(&f->nodes[0].total[side], cpu_ns);
+    add_sat(&f->nodes[0].samples[side], samples);
     while (*p != '\0' && depth < SERVE_FLAME_MAX_DEPTH) {
         e = strchr(p, ';');
         if (e == NULL) {
             e = p + strlen(p);
         }
         at = child(f, at, p, (size_t) (e - p));
-        f->nodes[at].total[side] += cpu_ns;
-        f->nodes[at].samples[side] += samples;
+        add_sat(&f->nodes[at].total[side], cpu_ns);
+        add_sat(&f->nodes[at].samples[side], samples);
         depth++;
         p = *e == ';' ? e + 1 : e;
     }

@@ -118,7 +118,13 @@ serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
         sp_buf_append_char(&stack, '\0');
         memset(&sa, 0, sizeof(sa));
         sa.time_ns = pf->start_ns;
-        sa.duration_ns = pf->end_ns - pf->start_ns;
+        /* From a file's own values: out of range is clamped (to 0 or
+         * INT64_MAX), never overflowed. */
+        if (__builtin_sub_overflow(pf->end_ns, pf->start_ns, &sa.duration_ns)
+            || sa.duration_ns < 0)
+        {
+            sa.duration_ns = 0;
+        }
         sa.pid = file_pid(pf->path);
         if (s->trace >= 0 && s->span >= 0
             && serve_hex_parse(m.strs.strs[s->trace], tid, 16) == 0
@@ -129,8 +135,12 @@ serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
         }
         sa.span_name = s->span_name >= 0 ? m.strs.strs[s->span_name] : NULL;
         sa.stack = (const char *) stack.data;
-        sa.count = s->count;
-        sa.cpu_ns = s->count * pf->period;
+        sa.count = s->count > 0 ? s->count : 0;
+        if (pf->period < 0
+            || __builtin_mul_overflow(sa.count, pf->period, &sa.cpu_ns))
+        {
+            sa.cpu_ns = pf->period < 0 ? 0 : INT64_MAX;
+        }
         if (sp_buf_failed(&stack)
             || serve_store_add_sample(sv->store, &sa) != 0)
         {

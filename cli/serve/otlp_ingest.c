@@ -548,16 +548,68 @@ sample_attr_str(const dict_t *d, const pb_sample_t *ps, const char *key)
     return NULL;
 }
 
-/* Stores one profile's samples; 0, 1 when the profile is unusable, -1 on
- * a store failure. */
+/* The most a sample may stand for: 2^46 ns of CPU (19.5 hours) and 2^40
+ * samples. A received value beyond it is not a measurement: the profile is
+ * refused (counted in profiles_rejected). The bound also keeps the API's
+ * sums over millions of stored samples far below INT64_MAX. */
+#define SAMPLE_MAX_CPU_NS  ((int64_t) 1 << 46)
+#define SAMPLE_MAX_COUNT   ((int64_t) 1 << 40)
+
+/* Sample ps's count and CPU nanoseconds from its values and the profile's
+ * period, in checked arithmetic: 0, or -1 when a value is negative or a
+ * result overflows or is out of the bounds above. */
+static int
+sample_amounts(const pb_profile_t *p, const pb_sample_t *ps, int cpu_values,
+    int64_t *count, int64_t *cpu_ns)
+{
+    int64_t  sum = 0, c, ns;
+    size_t   j;
+
+    for (j = 0; j < ps->n_values; j++) {
+        if (ps->values[j] < 0
+            || __builtin_add_overflow(sum, ps->values[j], &sum))
+        {
+            return -1;
+        }
+    }
+    if (p->period < 0) {
+        return -1;
+    }
+    if (cpu_values) {
+        /* Samples in periods: a timestamp may stand for several (timer
+         * overruns), and its value says how much CPU. Rounded: sum / period
+         * + (remainder >= period / 2), which cannot overflow. */
+        ns = sum;
+        c = p->period > 0 ? sum / p->period
+                            + (sum % p->period
+                               >= p->period / 2 + p->period % 2)
+                          : (int64_t) ps->n_timestamps_unix_nano;
+    } else {
+        c = ps->n_values > 0 ? sum : (int64_t) ps->n_timestamps_unix_nano;
+        if (__builtin_mul_overflow(c, p->period, &ns)) {
+            return -1;
+        }
+    }
+    if (c < 0 || c > SAMPLE_MAX_COUNT || ns > SAMPLE_MAX_CPU_NS) {
+        return -1;
+    }
+    *count = c;
+    *cpu_ns = ns;
+    return 0;
+}
+
+/* Stores one profile's samples; 0, 1 when the profile is unusable (r->error
+ * says why; none of its samples stored), -1 on a store failure. */
 static int
 store_profile(serve_store_t *s, const dict_t *d, const char *service,
-    int64_t pid, const pb_profile_t *p, sp_buf_t *stack)
+    int64_t pid, const pb_profile_t *p, sp_buf_t *stack,
+    serve_ingest_result_t *r)
 {
     serve_sample_t  sa;
     const char     *unit = NULL;
     int             cpu_values;
-    size_t          i, j;
+    int64_t         count, cpu_ns;
+    size_t          i;
 
     if (p->sample_type != NULL) {
         const char  *type = dict_str(d, p->sample_type->type_strindex);
@@ -575,32 +627,39 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
      * or counts of periods (samples/count). */
     cpu_values = unit != NULL && strcmp(unit, "nanoseconds") == 0;
 
+    /* Checked before any sample is stored: a profile is stored whole or
+     * not at all. */
     for (i = 0; i < p->n_samples; i++) {
         const pb_sample_t  *ps = p->samples[i];
-        int64_t             sum = 0;
 
-        if (stack_text(stack, d, ps) != 0) {
+        if (ps->stack_index < 0
+            || (size_t) ps->stack_index >= d->n_stack_table)
+        {
+            snprintf(r->error, sizeof(r->error),
+                     "a sample's stack_index is out of range");
             return 1;
         }
-        for (j = 0; j < ps->n_values; j++) {
-            sum += ps->values[j];
+        if (sample_amounts(p, ps, cpu_values, &count, &cpu_ns) != 0) {
+            snprintf(r->error, sizeof(r->error),
+                     "a sample's values or the profile's period are out of "
+                     "range (negative, or over 2^46 ns of CPU)");
+            return 1;
         }
+    }
+    for (i = 0; i < p->n_samples; i++) {
+        const pb_sample_t  *ps = p->samples[i];
+
+        if (stack_text(stack, d, ps) != 0) {
+            return -1;
+        }
+        (void) sample_amounts(p, ps, cpu_values, &count, &cpu_ns);
         memset(&sa, 0, sizeof(sa));
         sa.time_ns = (int64_t) (p->time_unix_nano & INT64_MAX);
         sa.duration_ns = (int64_t) (p->duration_nano & INT64_MAX);
         sa.service = service;
         sa.pid = pid;
-        if (cpu_values) {
-            /* Samples in periods: a timestamp may stand for several
-             * (timer overruns), and its value says how much CPU. */
-            sa.cpu_ns = sum;
-            sa.count = p->period > 0 ? (sum + p->period / 2) / p->period
-                                     : (int64_t) ps->n_timestamps_unix_nano;
-        } else {
-            sa.count = ps->n_values > 0 ? sum
-                                        : (int64_t) ps->n_timestamps_unix_nano;
-            sa.cpu_ns = sa.count * p->period;
-        }
+        sa.count = count;
+        sa.cpu_ns = cpu_ns;
         if (ps->link_index > 0 && (size_t) ps->link_index < d->n_link_table) {
             Opentelemetry__Proto__Profiles__V1development__Link  *l =
                 d->link_table[ps->link_index];
@@ -659,15 +718,13 @@ serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
             for (k = 0; k < rp->scope_profiles[j]->n_profiles; k++) {
                 one = store_profile(s, d, service, pid,
                                     rp->scope_profiles[j]->profiles[k],
-                                    &stack);
+                                    &stack, r);
                 if (one < 0) {
                     rc = -1;
                     break;
                 }
                 if (one > 0) {
                     r->rejected++;
-                    snprintf(r->error, sizeof(r->error),
-                             "a sample's stack_index is out of range");
                 } else {
                     r->accepted++;
                 }

@@ -52,6 +52,10 @@ parse_duration(const char *s)
     } else {
         return -1;
     }
+    /* 1e12 minutes is past INT64_MAX ns: converting it would be undefined. */
+    if (v * mul >= 9.2e18) {
+        return -1;
+    }
     return (int64_t) (v * mul);
 }
 

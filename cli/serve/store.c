@@ -1306,9 +1306,9 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_init(&sql);
     sp_buf_append_str(&sql,
         "SELECT " SPAN_COLS ", attrs,"
-        " (SELECT coalesce(sum(count), 0) FROM samples a"
+        " (SELECT total(count) FROM samples a"
         "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
-        " (SELECT coalesce(sum(cpu_ns), 0) FROM samples a"
+        " (SELECT total(cpu_ns) FROM samples a"
         "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
         " FROM spans s WHERE part IN (");
     if (parts_of_trace(s, trace_key(trace_id), &sql) == 0) {
@@ -1357,11 +1357,11 @@ serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
     int            rc, n = 0;
 
     if (sqlite3_prepare_v2(s->db,
-            "SELECT pid, max(service), sum(count), sum(cpu_ns),"
-            " sum(CASE WHEN span_id IS NULL THEN 0 ELSE cpu_ns END),"
+            "SELECT pid, max(service), total(count), total(cpu_ns),"
+            " total(CASE WHEN span_id IS NULL THEN 0 ELSE cpu_ns END),"
             " min(time_ns), max(time_ns + duration_ns)"
             " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2"
-            " GROUP BY pid ORDER BY sum(cpu_ns) DESC LIMIT 1000",
+            " GROUP BY pid ORDER BY total(cpu_ns) DESC LIMIT 1000",
             -1, &st, NULL) != SQLITE_OK)
     {
         return fail(s, "prepare");
@@ -1396,12 +1396,12 @@ serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
     int            rc;
 
     if (q->span_id != NULL) {
-        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns), 1"
+        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns), 1"
               " FROM samples a JOIN stacks k ON k.id = a.stack_id"
               " WHERE a.span_id = ?1 AND a.trace_id = ?2"
               " GROUP BY a.stack_id";
     } else if (q->route != NULL) {
-        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns), 1"
+        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns), 1"
               " FROM samples a JOIN stacks k ON k.id = a.stack_id"
               " WHERE a.span_id IN (SELECT span_id FROM spans"
               "  WHERE service IS ?3 AND route = ?4 AND kind = 2"
@@ -1409,7 +1409,7 @@ serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
               "  AND end_ns - start_ns >= ?7 AND end_ns - start_ns < ?8)"
               " GROUP BY a.stack_id";
     } else {
-        sql = "SELECT k.stack, sum(a.count), sum(a.cpu_ns),"
+        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns),"
               " a.span_id IS NOT NULL"
               " FROM samples a JOIN stacks k ON k.id = a.stack_id"
               " WHERE a.time_ns >= ?5 AND a.time_ns < ?6"

@@ -394,6 +394,10 @@ sub start_apache {
         die "start_apache($o{mpm}): not serving on port $self->{port}\n$log\n";
     }
     $self->{master} = $self->master_pid;
+    # apache2 -k start detaches with setsid: the parent leads a group that
+    # holds its children and mod_cgid's daemon.
+    $self->{pgid} = SpanProf::Test::track_group(
+        SpanProf::Test::_pgid_of($self->{master}), "apache2 ($o{mpm}) $prefix");
     return $self;
 }
 
@@ -592,17 +596,33 @@ sub stop {
     delete $SpanProf::Apache::LIVE{"$self"};
     my $master = $self->master_pid;
     my $t0 = time;
+    my $tb_diag;
     if ($master && _alive($master)) {
         SpanProf::Apache::_run([$SpanProf::Apache::APACHE, '-f', $self->{conf_path}, '-k', 'stop'], timeout => 30);
         SpanProf::Test::wait_until($timeout // 15, sub { !_alive($master) });
         if (_alive($master)) {
-            kill 'KILL', $master;
-            kill 'KILL', $self->child_pids;
+            # The whole group at once: killing the parent first orphaned
+            # its children (child_pids, read after, found none: their
+            # parent was 1 by then), and mod_cgid's daemon was never in it.
+            $tb_diag = "apache2 -k stop: the parent still ran after "
+                . sprintf('%.1f', time - $t0) . " s: killed its process group";
+            SpanProf::Test::kill_group($self->{pgid})
+                or kill 'KILL', $master, $self->child_pids;
         }
+    }
+    # Whatever of the group outlived its parent (a child or mod_cgid's
+    # daemon that did not exit).
+    if ($self->{pgid} && SpanProf::Test::group_members($self->{pgid})
+        && !SpanProf::Test::wait_until(5, sub { !SpanProf::Test::group_members($self->{pgid}) }))
+    {
+        $tb_diag = ($tb_diag ? "$tb_diag; " : '') . "apache2: processes outlived the parent: "
+            . join(' ', SpanProf::Test::group_members($self->{pgid}));
+        SpanProf::Test::kill_group($self->{pgid});
     }
     my $took = time - $t0;
     SpanProf::Test::save_sanitizer_lines($self->error_log, "apache-$self->{mpm}");
     my $tb = SpanProf::Apache::_builder();
+    $tb->diag($tb_diag) if $tb_diag;
     if (!$tb->is_passing || $self->{failed_start}) {
         $tb->diag("apache ($self->{mpm}) error log tail:\n" . $self->error_log_tail(30));
         $tb->diag("kept $self->{prefix}");

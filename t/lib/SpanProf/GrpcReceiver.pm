@@ -61,6 +61,7 @@ sub start_grpc_receiver {
         cache => {}, decoded => {},
     }, 'SpanProf::Test::Receiver';
     $self->{url} = ($o{tls} ? 'https' : 'http') . "://127.0.0.1:$port";
+    SpanProf::Test::track_group($pid, "grpc receiver on port $port");
     # Ready when it says so (a probing connection would be a failed
     # handshake or a broken HTTP/2 preface in its log).
     my $ok = wait_until(15, sub {

@@ -47,11 +47,13 @@ sub _spawn {
     my $from = length $self->log;
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
+        setpgrp(0, 0);      # its own group: SpanProf::Test's end check
         open STDOUT, '>>', "$self->{dir}/serve.log";
         open STDERR, '>&', \*STDOUT;
         exec @cmd or POSIX::_exit(127);
     }
     $self->{pid} = $pid;
+    SpanProf::Test::track_group($pid, "spanprof serve $self->{dir}");
     my $up = wait_until(10, sub {
         return substr($self->log, $from) =~ /UI on/
             || waitpid($pid, POSIX::WNOHANG()) != 0 ? 1 : 0;
@@ -102,6 +104,10 @@ sub _reap {
     while (time < $t) {
         last if waitpid($self->{pid}, POSIX::WNOHANG()) != 0;
         sleep 0.05;
+    }
+    if (kill 0, $self->{pid}) {         # still running after 10 s
+        kill 'KILL', -$self->{pid};
+        waitpid($self->{pid}, 0);
     }
     delete $self->{pid};
 }

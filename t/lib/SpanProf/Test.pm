@@ -646,6 +646,7 @@ sub start_receiver {
         cache => {}, decoded => {},
     }, 'SpanProf::Test::Receiver';
     $LIVE{"$self"} = $self;
+    track_group($pid, "receiver on port $port");
     my $ok = wait_until(10, sub {
         return -1 if waitpid($pid, WNOHANG) == $pid;
         return _port_accepts($port);
@@ -761,6 +762,8 @@ sub start_nginx {
         die "nginx: no pid file in $p\n" . $self->error_log_tail(30);
     }
     $self->{master_pid} = $pid;
+    # The master's session and group (nginx's daemon mode calls setsid).
+    $self->{pgid} = track_group(_pgid_of($pid), "nginx $p");
     my $workers_ok = wait_until(10, sub { $self->worker_pids >= $self->{workers} });
     my $port_ok = wait_until(10, sub { _port_accepts($self->{port}) });
     unless ($workers_ok && $port_ok) {
@@ -1421,9 +1424,71 @@ for my $sig (qw(INT TERM HUP)) {
     $SIG{$sig} = sub { _stop_all(); POSIX::_exit(1) } unless $SIG{$sig};
 }
 
+# --- processes left behind -----------------------------------------------------
+# Every server and receiver runs in a process group of its own (nginx and
+# apache2 make one when they daemonize; the receivers and spanprof serve
+# are started with setpgrp): a stop that has to fall back to SIGKILL kills
+# the whole group, and at the end of the test file a group still holding a
+# live process fails the file (after killing it), so a test run leaves
+# nothing running.
+
+my %GROUPS;         # pgid => [what it is, pid of the test process that started it]
+
+sub _pgid_of {
+    my ($pid) = @_;
+    my $t = _slurp("/proc/$pid/stat") // return;
+    my ($state, $pgid) = $t =~ /^\d+ \(.*\) (\S) \d+ (\d+)/s or return;
+    return $state eq 'Z' || $state eq 'X' ? undef : $pgid;
+}
+
+# The live (not zombie) processes of group pgid.
+sub group_members {
+    my ($pgid) = @_;
+    opendir(my $dh, '/proc') or return ();
+    my @m = grep { /^\d+$/ && (_pgid_of($_) // 0) == $pgid } readdir $dh;
+    closedir $dh;
+    return @m;
+}
+
+# pgid: a group a test started (never the test's own, never init's).
+sub track_group {
+    my ($pgid, $what) = @_;
+    return unless $pgid && $pgid > 1 && $pgid != getpgrp();
+    $GROUPS{$pgid} = [$what, $$];
+    return $pgid;
+}
+
+sub kill_group {
+    my ($pgid, $sig) = @_;
+    return 0 unless $pgid && $GROUPS{$pgid};
+    return kill($sig // 'KILL', -$pgid);
+}
+
+sub _left_behind {
+    my @left;
+    # Only in the process that started them: a forked child of a test
+    # ending (and running END) must not kill its parent's servers.
+    for my $g (sort { $a <=> $b } grep { $GROUPS{$_}[1] == $$ } keys %GROUPS) {
+        next unless group_members($g);
+        # A process just SIGKILLed by a stop takes a moment to go.
+        wait_until(3, sub { !group_members($g) }) and next;
+        my @m = group_members($g) or next;
+        push @left, "$GROUPS{$g}[0] (process group $g): " . join(', ', map {
+            my $c = _slurp("/proc/$_/cmdline") // ''; $c =~ tr/\0/ /; "$_ [$c]"
+        } @m);
+        kill 'KILL', -$g;
+    }
+    return @left;
+}
+
 END {
     my $status = $?;
     _stop_all();
+    if (my @left = _left_behind()) {
+        _builder()->diag("processes left running at the end of the test (killed now):\n  "
+            . join("\n  ", @left));
+        $status ||= 1;
+    }
     $? = $status;
 }
 
@@ -1655,7 +1720,9 @@ sub stop {
         unless (SpanProf::Test::wait_until(10, sub { !_alive($pid) })) {
             kill 'TERM', $pid;
             unless (SpanProf::Test::wait_until(2, sub { !_alive($pid) })) {
-                kill 'KILL', $pid;
+                # The whole group: a SIGKILLed master's workers would be
+                # orphaned, and workers it forked since @workers was read.
+                SpanProf::Test::kill_group($self->{pgid}) or kill 'KILL', $pid;
             }
         }
         for my $w (@workers, @{ $self->{last_workers} || [] }) {
