@@ -74,20 +74,38 @@ typedef struct {
     uint16_t    dropped_events;
     uint16_t    dropped_event_attrs[SP_SPAN_MAX_EVENTS];
 
+    /* Where the encoded attributes go (SP_SPAN_WIRE bytes): wire_store, or
+     * `place` when the span's owner set one before sp_span_init (the
+     * exporter: straight into a queue slot, so that the span is written
+     * once, where it is sent). */
+    uint8_t    *wire;
+    uint8_t    *place;
+
     /* Storage, bounded by the counts above (never cleared). */
     sp_event_t       events[SP_SPAN_MAX_EVENTS];
     sp_event_attr_t  ev_attrs[SP_SPAN_MAX_EV_ATTRS];
     char             text[SP_SPAN_TEXT];
     uint8_t          ev_wire[SP_SPAN_EV_WIRE];
-    uint8_t          wire[SP_SPAN_WIRE];
+    uint8_t          wire_store[SP_SPAN_WIRE];
 } sp_span_t;
+
+/* The most bytes sp_span_encode_rest() writes: the text, the event
+ * attributes, and every other field at its largest. */
+#define SP_SPAN_REST_MAX  (SP_SPAN_TEXT + SP_SPAN_EV_WIRE + 1536)
 
 /* The encoded Span message: its exact size, and the writer (p has room
  * for sp_span_encoded_size() bytes; returns the end). */
 size_t sp_span_encoded_size(const sp_span_t *s);
 uint8_t *sp_span_encode(const sp_span_t *s, uint8_t *p);
 
-/* Resets the record and sets its identity; parent may be NULL (root span). */
+/* A span whose attributes are in place (s->wire): every other field,
+ * written after them at s->wire + s->wire_used; returns the end. The
+ * Span message is then the attributes followed by these (protobuf fields
+ * may come in any order). At most SP_SPAN_REST_MAX bytes. */
+uint8_t *sp_span_encode_rest(const sp_span_t *s, uint8_t *p);
+
+/* Resets the record and sets its identity; parent may be NULL (root span).
+ * A span not made by the exporter must have place NULL (zeroed memory). */
 void sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
     const uint8_t span_id[8], const uint8_t *parent_span_id,
     int parent_is_remote, uint8_t trace_flags, uint64_t start_ns);
