@@ -136,7 +136,7 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
 void *
 sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len)
 {
-    return reserve(r, len, 0);
+    return r->one_thread ? reserve(r, len, 0) : NULL;
 }
 
 void
@@ -147,24 +147,10 @@ sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len)
     uint64_t           old = atomic_load_explicit(w, memory_order_relaxed);
     uint64_t           total = HDR + ((len + 7) & ~(size_t) 7);
 
-    if (total >= old) {
-        return;
-    }
-    if (r->one_thread) {
-        /* The last record reserved: the head was just past it. */
-        atomic_store_explicit(&r->head,
-            atomic_load_explicit(&r->head, memory_order_relaxed)
-            - (old - total), memory_order_relaxed);
-    } else {
-        /* Others may have reserved after it: the rest becomes a committed
-         * padding record, published before the record itself. Its bytes
-         * were never written (the producer's promise), so they are still
-         * zero and its release clears only its header. */
-        atomic_store_explicit(word_at(r, (uint64_t) ((unsigned char *) w
-                                                     - r->buf) + total),
-                              (old - total) | PAD | COMMITTED,
-                              memory_order_release);
-    }
+    /* The last record reserved: the head was just past it. */
+    atomic_store_explicit(&r->head,
+        atomic_load_explicit(&r->head, memory_order_relaxed) - (old - total),
+        memory_order_relaxed);
     atomic_store_explicit(w, total, memory_order_relaxed);
 }
 
@@ -245,7 +231,7 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
         /* Zeroed before the tail moves on: producers see it clean. (One
          * thread never peeks at a record it has not committed.) */
         if (!r->one_thread) {
-            memset(r->buf + (t & r->mask), 0, (w & PAD) ? HDR : len);
+            memset(r->buf + (t & r->mask), 0, len);
         }
         t += len;
     }

@@ -54,12 +54,11 @@ sp_record_ring_capacity(const sp_record_ring_t *r)
 /* Producer: room for len bytes (8-byte aligned), or NULL when the ring is
  * full (counted). Every reservation must be committed. */
 void *sp_record_ring_reserve(sp_record_ring_t *r, size_t len);
-/* A record of up to len bytes (NULL when they do not fit, without counting
- * a drop), shrunk to its real length before it is committed: a producer
- * writes a record whose size it learns only at the end straight into the
- * ring. In a one-thread ring no other reservation may come in between; in
- * a ring with concurrent producers the bytes past the real length must be
- * left unwritten (zero): they become a padding record. */
+/* One-thread ring only (NULL otherwise, and when len bytes do not fit,
+ * without counting a drop): a record of up to len bytes, to be shrunk to
+ * its real length before it is committed, with no other reservation in
+ * between. A producer writes a record whose size it learns only at the
+ * end straight into the ring. */
 void *sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len);
 void sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len);
 

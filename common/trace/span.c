@@ -245,9 +245,6 @@ sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
         }
         at = (size_t) (p - s->wire);
         len = (size_t) (q + kv - p);
-        if (s->wire_used > s->wire_peak) {
-            s->wire_peak = s->wire_used;
-        }
         memmove(s->wire + at, s->wire + at + len, s->wire_used - at - len);
         s->wire_used -= (uint16_t) len;
         s->nattrs--;

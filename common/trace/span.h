@@ -67,7 +67,6 @@ typedef struct {
 
     uint16_t    nattrs;             /* span attributes in wire[] */
     uint16_t    wire_used;
-    uint16_t    wire_peak;          /* wire_used before an attribute was cut */
     uint16_t    nevents;
     uint16_t    nev_attrs;
     uint16_t    ev_wire_used;

@@ -1,4 +1,3 @@
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +17,7 @@ _Static_assert(SP_SPAN_WIRE + SP_SPAN_REST_MAX < 16384,
 
 struct sp_span_queue {
     sp_record_ring_t  ring;
+    sp_span_rec_t    *placed;       /* the open slot of a placed span */
     /* Counted here too: a span refused by sp_span_queue_has_room(). */
     _Atomic uint64_t  refused;
 };
@@ -31,6 +31,7 @@ sp_span_queue_create(size_t spans, int one_thread)
         return NULL;
     }
     atomic_init(&q->refused, 0);
+    q->placed = NULL;
     if (sp_record_ring_init(&q->ring, spans * SP_SPAN_QUEUE_BYTES_PER_SPAN,
                             one_thread)
         != 0)
@@ -104,20 +105,19 @@ sp_span_queue_place(sp_span_queue_t *q)
 {
     sp_span_rec_t  *rec = sp_record_ring_reserve_upto(&q->ring, PLACE_MAX);
 
+    q->placed = rec;
     return rec != NULL ? rec->data + PLACE_HEAD : NULL;
 }
 
 size_t
 sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span)
 {
-    sp_span_rec_t  *rec = (sp_span_rec_t *) (void *)
-                          (span->wire - PLACE_HEAD
-                           - offsetof(sp_span_rec_t, data));
+    sp_span_rec_t  *rec = q->placed;
     uint8_t        *end = sp_span_encode_rest(span,
                                               span->wire + span->wire_used);
-    uint8_t        *dirty = span->wire + span->wire_peak;
     size_t          n = (size_t) (end - span->wire);
 
+    q->placed = NULL;
     rec->data[0] = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
     if (n < 128) {
         rec->data[1] = (uint8_t) n;
@@ -127,16 +127,6 @@ sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span)
         rec->data[1] = (uint8_t) (n | 0x80);
         rec->data[2] = (uint8_t) (n >> 7);
         rec->len = (uint32_t) (PLACE_HEAD + n);
-    }
-    /* Nothing written may stay past the span (the ring's padding must be
-     * zero): the byte a short span moved from, the attributes an
-     * overriding one cut. */
-    if (dirty < end) {
-        dirty = end;
-    }
-    end = rec->data + rec->len;
-    if (dirty > end) {
-        memset(end, 0, (size_t) (dirty - end));
     }
     sp_record_ring_shrink(&q->ring, rec, sizeof(*rec) + rec->len);
     return sp_record_ring_commit(&q->ring, rec);
