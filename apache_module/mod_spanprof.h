@@ -189,6 +189,7 @@ typedef struct {
     unsigned                 record_named:1;
     const char              *record_route;
     const char              *record_method;
+    uint8_t                  record_flags;
 } spanprof_ctx_t;
 
 /* Per connection: the request being served on it, so that a thread that

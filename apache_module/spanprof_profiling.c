@@ -167,6 +167,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
     char                        name[SP_HTTP_SPAN_NAME_LEN];
     apr_size_t                  len;
+    uint8_t                     flags;
     const char                 *route, *kept;
     const spanprof_dir_conf_t  *dc;
 
@@ -181,6 +182,23 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
             if (sp_thread_ctx_current() == ctx->record) {
                 sp_thread_ctx_detach();
             }
+        }
+        return;
+    }
+
+    /* Called up to three times per request (post_read_request,
+     * translate_name, fixups): a record made for the same route, method
+     * and flags holds what a new one would. */
+    route = spanprof_route(r);
+    flags = spanprof_flags(ctx);
+    if (ctx->profiled && ctx->record != NULL && ctx->record_route == route
+        && ctx->record_method == r->method && ctx->record_flags == flags)
+    {
+        if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {
+            ctx->record->sp_keep = 1;
+        }
+        if (sp_thread_ctx_current() != ctx->record) {
+            sp_thread_ctx_attach(ctx->record);
         }
         return;
     }
@@ -204,16 +222,16 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         ctx->record->sp_wall_ns = 0;
         ctx->record->sp_off_cpu_ns = 0;
     }
-    route = spanprof_route(r);
     len = spanprof_default_name(r, route, name, sizeof(name));
     sp_thread_ctx_record_init(ctx->record, ctx->trace_id, ctx->span_id,
-                              spanprof_flags(ctx), name, len);
+                              flags, name, len);
     /* The span may reuse the name if the record holds all of it. */
     ctx->record_named = len > 0
         && sp_thread_ctx_record_span_name(ctx->record->attrs_data,
                ctx->record->attrs_data_size, &kept) == len;
     ctx->record_route = route;
     ctx->record_method = r->method;
+    ctx->record_flags = flags;
     /* Once some section's keep rules applied, the samples wait for the
      * verdict, which the final settings give. */
     if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {

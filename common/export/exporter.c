@@ -962,7 +962,10 @@ sp_exporter_span_begin(sp_exporter_t *e)
     s = span_scratch;
     if (s == NULL && (s = span_scratch_create()) == NULL) {
         sp_span_queue_refuse(e->queue);     /* no memory: a drop */
+        return NULL;
     }
+    /* One thread's queue (nginx): the span is written into its slot. */
+    s->place = sp_span_queue_place(e->queue);
     return s;
 }
 
@@ -970,9 +973,16 @@ void
 sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
 {
     static const uint64_t  one = 1;
+    size_t                 n;
 
+    if (span->place != NULL) {
+        span->place = NULL;
+        n = sp_span_queue_commit_placed(e->queue, span);
+    } else {
+        n = sp_span_queue_push(e->queue, span);
+    }
     /* Wake the exporter once per full batch, not per span. */
-    if (sp_span_queue_push(e->queue, span) == e->conf.batch_size) {
+    if (n == e->conf.batch_size) {
         if (e->driver.wake != NULL) {
             e->driver.wake(e->driver.data);
         } else if (write(e->wake_fd, &one, sizeof(one)) < 0) {

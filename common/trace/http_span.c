@@ -77,7 +77,7 @@ sp_http_span_method(sp_span_t *s, const char *m, size_t len)
 void
 sp_http_span_status(sp_span_t *s, int status)
 {
-    char  buf[16];
+    char  buf[32];      /* 32: no branch of the inlined copy reads past it */
     int   n;
 
     if (status <= 0) {

@@ -68,8 +68,8 @@ sp_record_ring_free(sp_record_ring_t *r)
     }
 }
 
-void *
-sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
+static void *
+reserve(sp_record_ring_t *r, size_t len, int count_drop)
 {
     uint64_t  total = HDR + ((len + 7) & ~(size_t) 7);
     uint64_t  cap = r->mask + 1, h, t, off, contig, need;
@@ -77,7 +77,9 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
 
     /* A record plus the padding before it always fits an empty ring. */
     if (total > cap / 2) {
-        (void) counter_add(r, &r->dropped, 1);
+        if (count_drop) {
+            (void) counter_add(r, &r->dropped, 1);
+        }
         return NULL;
     }
     h = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -95,7 +97,9 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
                  && off >= (cap / 2 < REWIND_MIN ? cap / 2 : REWIND_MIN);
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
-            (void) counter_add(r, &r->dropped, 1);
+            if (count_drop) {
+                (void) counter_add(r, &r->dropped, 1);
+            }
             return NULL;
         }
         if (r->one_thread) {
@@ -121,6 +125,33 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
     }
     atomic_store_explicit(word_at(r, h), total, memory_order_relaxed);
     return r->buf + (h & r->mask) + HDR;
+}
+
+void *
+sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
+{
+    return reserve(r, len, 1);
+}
+
+void *
+sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len)
+{
+    return r->one_thread ? reserve(r, len, 0) : NULL;
+}
+
+void
+sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len)
+{
+    _Atomic uint64_t  *w = (_Atomic uint64_t *) (void *)
+                           ((unsigned char *) rec - HDR);
+    uint64_t           old = atomic_load_explicit(w, memory_order_relaxed);
+    uint64_t           total = HDR + ((len + 7) & ~(size_t) 7);
+
+    /* The last record reserved: the head was just past it. */
+    atomic_store_explicit(&r->head,
+        atomic_load_explicit(&r->head, memory_order_relaxed) - (old - total),
+        memory_order_relaxed);
+    atomic_store_explicit(w, total, memory_order_relaxed);
 }
 
 size_t

@@ -54,6 +54,14 @@ sp_record_ring_capacity(const sp_record_ring_t *r)
 /* Producer: room for len bytes (8-byte aligned), or NULL when the ring is
  * full (counted). Every reservation must be committed. */
 void *sp_record_ring_reserve(sp_record_ring_t *r, size_t len);
+/* One-thread ring only (NULL otherwise, and when len bytes do not fit,
+ * without counting a drop): a record of up to len bytes, to be shrunk to
+ * its real length before it is committed, with no other reservation in
+ * between. A producer writes a record whose size it learns only at the
+ * end straight into the ring. */
+void *sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len);
+void sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len);
+
 /* Producer: publishes a reserved record; returns how many committed records
  * wait (approximate, at least 1), so the caller can wake the consumer at a
  * batch. */

@@ -21,7 +21,8 @@ sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
     int parent_is_remote, uint8_t trace_flags, uint64_t start_ns)
 {
     /* Only the header is cleared: the storage is bounded by the counts. */
-    memset(s, 0, offsetof(sp_span_t, events));
+    memset(s, 0, offsetof(sp_span_t, wire));
+    s->wire = s->place != NULL ? s->place : s->wire_store;
     memcpy(s->trace_id, trace_id, SP_TRACE_ID_LEN);
     memcpy(s->span_id, span_id, SP_SPAN_ID_LEN);
     if (parent_span_id != NULL) {
@@ -339,12 +340,10 @@ sp_span_encoded_size(const sp_span_t *s)
     return n;
 }
 
-uint8_t *
-sp_span_encode(const sp_span_t *s, uint8_t *p)
+/* Fields 1 to 8: ids, tracestate, name, kind, times. */
+static uint8_t *
+encode_head(const sp_span_t *s, uint8_t *p)
 {
-    uint32_t  flags;
-    unsigned  i, k;
-
     p = sp_wire_bytes(p, SP_TAG(1, SP_WT_LEN), s->trace_id, SP_TRACE_ID_LEN);
     p = sp_wire_bytes(p, SP_TAG(2, SP_WT_LEN), s->span_id, SP_SPAN_ID_LEN);
     if (s->tracestate_len) {
@@ -364,9 +363,16 @@ sp_span_encode(const sp_span_t *s, uint8_t *p)
         *p++ = s->kind;
     }
     p = sp_wire_fixed64(p, SP_TAG(7, SP_WT_I64), s->start_ns);
-    p = sp_wire_fixed64(p, SP_TAG(8, SP_WT_I64), s->end_ns);
-    memcpy(p, s->wire, s->wire_used);
-    p += s->wire_used;
+    return sp_wire_fixed64(p, SP_TAG(8, SP_WT_I64), s->end_ns);
+}
+
+/* Fields 10 to 16: what follows the attributes. */
+static uint8_t *
+encode_tail(const sp_span_t *s, uint8_t *p)
+{
+    uint32_t  flags;
+    unsigned  i, k;
+
     if (s->dropped_attrs) {
         *p++ = SP_TAG(10, SP_WT_VARINT);
         p = sp_wire_varint(p, s->dropped_attrs);
@@ -413,4 +419,18 @@ sp_span_encode(const sp_span_t *s, uint8_t *p)
     p = sp_wire_varint(p, SP_TAG(16, SP_WT_I32));
     memcpy(p, &flags, 4);
     return p + 4;
+}
+
+uint8_t *
+sp_span_encode(const sp_span_t *s, uint8_t *p)
+{
+    p = encode_head(s, p);
+    memcpy(p, s->wire, s->wire_used);
+    return encode_tail(s, p + s->wire_used);
+}
+
+uint8_t *
+sp_span_encode_rest(const sp_span_t *s, uint8_t *p)
+{
+    return encode_tail(s, encode_head(s, p));
 }

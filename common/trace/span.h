@@ -74,20 +74,38 @@ typedef struct {
     uint16_t    dropped_events;
     uint16_t    dropped_event_attrs[SP_SPAN_MAX_EVENTS];
 
+    /* Where the encoded attributes go (SP_SPAN_WIRE bytes): wire_store, or
+     * `place` when the span's owner set one before sp_span_init (the
+     * exporter: straight into a queue slot, so that the span is written
+     * once, where it is sent). */
+    uint8_t    *wire;
+    uint8_t    *place;
+
     /* Storage, bounded by the counts above (never cleared). */
     sp_event_t       events[SP_SPAN_MAX_EVENTS];
     sp_event_attr_t  ev_attrs[SP_SPAN_MAX_EV_ATTRS];
     char             text[SP_SPAN_TEXT];
     uint8_t          ev_wire[SP_SPAN_EV_WIRE];
-    uint8_t          wire[SP_SPAN_WIRE];
+    uint8_t          wire_store[SP_SPAN_WIRE];
 } sp_span_t;
+
+/* The most bytes sp_span_encode_rest() writes: the text, the event
+ * attributes, and every other field at its largest. */
+#define SP_SPAN_REST_MAX  (SP_SPAN_TEXT + SP_SPAN_EV_WIRE + 1536)
 
 /* The encoded Span message: its exact size, and the writer (p has room
  * for sp_span_encoded_size() bytes; returns the end). */
 size_t sp_span_encoded_size(const sp_span_t *s);
 uint8_t *sp_span_encode(const sp_span_t *s, uint8_t *p);
 
-/* Resets the record and sets its identity; parent may be NULL (root span). */
+/* A span whose attributes are in place (s->wire): every other field,
+ * written after them at s->wire + s->wire_used; returns the end. The
+ * Span message is then the attributes followed by these (protobuf fields
+ * may come in any order). At most SP_SPAN_REST_MAX bytes. */
+uint8_t *sp_span_encode_rest(const sp_span_t *s, uint8_t *p);
+
+/* Resets the record and sets its identity; parent may be NULL (root span).
+ * A span not made by the exporter must have place NULL (zeroed memory). */
 void sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
     const uint8_t span_id[8], const uint8_t *parent_span_id,
     int parent_is_remote, uint8_t trace_flags, uint64_t start_ns);
@@ -107,11 +125,17 @@ int sp_span_attr_bool(sp_span_t *s, unsigned owner, const char *key,
 int sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, double val);
 
+/* Always inlined where the key is a literal: its tag, length and bytes are
+ * then constants, stored with a few immediate moves, and the call is gone.
+ * Left to itself gcc made one out-of-line copy of the string form for all
+ * a span's attributes, which copied every key with a call to memcpy. */
+#define SP_SPAN_INLINE  static inline __attribute__((always_inline))
+
 /* The fast path of the two below: a span attribute whose lengths all fit
  * one-byte varints (nearly every one) is written inline, up to its
  * AnyValue content; NULL sends the caller to the general path, which also
  * counts what it drops. */
-static inline uint8_t *
+SP_SPAN_INLINE uint8_t *
 sp_span_attr_fast(sp_span_t *s, const char *key, size_t klen, size_t any)
 {
     size_t    total = klen + any + 6;
@@ -138,7 +162,7 @@ sp_span_attr_fast(sp_span_t *s, const char *key, size_t klen, size_t any)
 
 /* The same as sp_span_attr_str/int, inline, for a key that is a string
  * literal: its copy is a few moves of a size known at compile time. */
-static inline int
+SP_SPAN_INLINE int
 sp_span_attr_str_static(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, const char *val, size_t vlen)
 {
@@ -155,7 +179,7 @@ sp_span_attr_str_static(sp_span_t *s, unsigned owner, const char *key,
     return sp_span_attr_str(s, owner, key, klen, val, vlen);
 }
 
-static inline int
+SP_SPAN_INLINE int
 sp_span_attr_int_static(sp_span_t *s, unsigned owner, const char *key,
     size_t klen, int64_t val)
 {

@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/trace/record_ring.h"
 #include "common/trace/span_queue.h"
@@ -6,8 +7,17 @@
 
 /* The span queue is a record ring whose records are encoded spans. */
 
+/* A placed span's record: the ScopeSpans.spans tag and a two-byte length
+ * (rewritten as one byte for a span under 128 bytes), then the Span. */
+#define PLACE_HEAD  3
+#define PLACE_MAX   (sizeof(sp_span_rec_t) + PLACE_HEAD + SP_SPAN_WIRE \
+                     + SP_SPAN_REST_MAX)
+_Static_assert(SP_SPAN_WIRE + SP_SPAN_REST_MAX < 16384,
+               "a placed span's length fits two varint bytes");
+
 struct sp_span_queue {
     sp_record_ring_t  ring;
+    sp_span_rec_t    *placed;       /* the open slot of a placed span */
     /* Counted here too: a span refused by sp_span_queue_has_room(). */
     _Atomic uint64_t  refused;
 };
@@ -21,6 +31,7 @@ sp_span_queue_create(size_t spans, int one_thread)
         return NULL;
     }
     atomic_init(&q->refused, 0);
+    q->placed = NULL;
     if (sp_record_ring_init(&q->ring, spans * SP_SPAN_QUEUE_BYTES_PER_SPAN,
                             one_thread)
         != 0)
@@ -86,6 +97,38 @@ sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
     *p++ = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
     p = sp_wire_varint(p, n);
     sp_span_encode(span, p);
+    return sp_record_ring_commit(&q->ring, rec);
+}
+
+uint8_t *
+sp_span_queue_place(sp_span_queue_t *q)
+{
+    sp_span_rec_t  *rec = sp_record_ring_reserve_upto(&q->ring, PLACE_MAX);
+
+    q->placed = rec;
+    return rec != NULL ? rec->data + PLACE_HEAD : NULL;
+}
+
+size_t
+sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span)
+{
+    sp_span_rec_t  *rec = q->placed;
+    uint8_t        *end = sp_span_encode_rest(span,
+                                              span->wire + span->wire_used);
+    size_t          n = (size_t) (end - span->wire);
+
+    q->placed = NULL;
+    rec->data[0] = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
+    if (n < 128) {
+        rec->data[1] = (uint8_t) n;
+        memmove(rec->data + 2, rec->data + PLACE_HEAD, n);
+        rec->len = (uint32_t) (2 + n);
+    } else {
+        rec->data[1] = (uint8_t) (n | 0x80);
+        rec->data[2] = (uint8_t) (n >> 7);
+        rec->len = (uint32_t) (PLACE_HEAD + n);
+    }
+    sp_record_ring_shrink(&q->ring, rec, sizeof(*rec) + rec->len);
     return sp_record_ring_commit(&q->ring, rec);
 }
 

@@ -44,6 +44,16 @@ void sp_span_queue_refuse(sp_span_queue_t *q);
  * as a drop). */
 size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
 
+/* Producer, a one-thread queue: a slot for a span built in place. Returns
+ * where its attributes go (for span->place before sp_span_init), or NULL
+ * (a queue with concurrent producers, or no room for the largest span:
+ * then build it elsewhere and push it). A placed span must be committed
+ * before anything else is queued. */
+uint8_t *sp_span_queue_place(sp_span_queue_t *q);
+/* Producer: completes and queues the span built at the place above; as
+ * sp_span_queue_push() but never 0. */
+size_t sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span);
+
 /* Consumer: up to max committed spans in order, without removing them;
  * the next peek continues after them. */
 size_t sp_span_queue_peek(sp_span_queue_t *q, const sp_span_rec_t **out,

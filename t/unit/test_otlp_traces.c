@@ -220,6 +220,7 @@ main(void)
         fill(s, i);
         ok(sp_span_queue_push(q, s) > 0, "span %d queued", i);
         memset(s, 0xa5, sizeof(*s));        /* the record stands alone */
+        s->place = NULL;                    /* (a span not placed by the exporter) */
     }
     is_int(sp_span_queue_peek(q, recs, 3), 3, "three records");
     sp_arena_init(&a, 0);

@@ -80,11 +80,55 @@ intact(const sp_span_rec_t *r, unsigned id, uint64_t i)
     return r->len == (size_t) (p - buf) && memcmp(r->data, buf, r->len) == 0;
 }
 
+/* Whether two records hold the same span, field by field: each decoded by
+ * protobuf-c and packed again (packing writes fields in number order). */
+static int
+same_span(const sp_span_rec_t *a, const sp_span_rec_t *b)
+{
+    static uint8_t  pa[16384], pb[16384];
+    Opentelemetry__Proto__Trace__V1__Span  *da = decode(a), *db = decode(b);
+    size_t          na = 0, nb = 1;
+
+    if (da != NULL && db != NULL
+        && opentelemetry__proto__trace__v1__span__get_packed_size(da) <= sizeof(pa)
+        && opentelemetry__proto__trace__v1__span__get_packed_size(db) <= sizeof(pb))
+    {
+        na = opentelemetry__proto__trace__v1__span__pack(da, pa);
+        nb = opentelemetry__proto__trace__v1__span__pack(db, pb);
+    }
+    if (da != NULL) {
+        opentelemetry__proto__trace__v1__span__free_unpacked(da, NULL);
+    }
+    if (db != NULL) {
+        opentelemetry__proto__trace__v1__span__free_unpacked(db, NULL);
+    }
+    return na == nb && memcmp(pa, pb, na) == 0;
+}
+
+/* build() and the rest of a span's fields: an overridden attribute, an
+ * event with an attribute, a status with a message. */
+static void
+build_full(sp_span_t *s, uint64_t i)
+{
+    int  ev;
+
+    build(s, 1, i);
+    sp_span_set_tracestate(s, "k=v", 3);
+    sp_span_attr_cstr(s, "user", "one", 3);
+    sp_span_attr_set_str(s, "user", 4, "two", 3);
+    ev = sp_span_add_event(s, "upstream.attempt", 16, i + 1);
+    if (ev >= 0) {
+        sp_span_attr_oint(s, SP_OWNER_EVENT(ev), "http.response.status_code",
+                          502);
+    }
+    sp_span_set_status(s, SP_STATUS_ERROR, "bad", 3);
+}
+
 static void *
 producer(void *arg)
 {
     unsigned        id = (unsigned) (uintptr_t) arg;
-    sp_span_t      *s = malloc(sizeof(sp_span_t));
+    sp_span_t      *s = calloc(1, sizeof(sp_span_t));
     uint64_t        i;
 
     for (i = 0; i < PER_THREAD; ) {
@@ -103,7 +147,7 @@ main(void)
 {
     pthread_t         th[PRODUCERS];
     const sp_span_rec_t  *out[64];
-    sp_span_t        *s = malloc(sizeof(sp_span_t));
+    sp_span_t        *s = calloc(1, sizeof(sp_span_t));
     Opentelemetry__Proto__Trace__V1__Span  *d;
     sp_record_ring_t  r;
     uint64_t          next[PRODUCERS] = { 0 }, got = 0, dropped_before, i;
@@ -265,6 +309,63 @@ main(void)
         sp_span_queue_release(q, 1);
     }
     is_int(i, 300, "one thread: 300 spans of varied size round the ring, each read back whole");
+    sp_span_queue_destroy(q);
+
+    /* A span built in place (nginx's one-thread queue): written once, in
+     * its slot, attributes first; the same span as built and pushed, small
+     * ones (one length byte) and large, round the ring. */
+    q = sp_span_queue_create(64, 0);
+    ok(sp_span_queue_place(q) == NULL, "no place in a queue with concurrent producers");
+    sp_span_queue_destroy(q);
+    q = sp_span_queue_create(64, 1);
+    whole = 1;
+    for (i = 0; i < 300; i++) {
+        uint64_t  at = i == 0 ? 0 : i * 1200 + (i * 77) % 1200;
+        uint8_t  *place = sp_span_queue_place(q);
+
+        if (place == NULL) {
+            whole = 0;
+            break;
+        }
+        s->place = place;
+        if (i % 2) {
+            build_full(s, at);
+        } else {
+            build(s, 1, at);
+        }
+        if (i == 0) {
+            ok(s->wire == place, "the attributes are written in the slot");
+        }
+        s->place = NULL;
+        k = sp_span_queue_commit_placed(q, s);
+        if (i % 2) {
+            build_full(s, at);
+        } else {
+            build(s, 1, at);
+        }
+        k += sp_span_queue_push(q, s);
+        n = sp_span_queue_peek(q, out, 64);
+        if (k != 1 + 2 || n != 2
+            || !same_span(out[0], out[1]))
+        {
+            whole = 0;
+            break;
+        }
+        if (i == 0) {
+            ok(out[0]->len < 130 && out[0]->data[1] < 128,
+               "a span under 128 bytes has a one-byte length (%u bytes)",
+               out[0]->len);
+        }
+        sp_span_queue_release(q, 2);
+    }
+    ok(whole, "300 spans built in place equal the same spans pushed (%d)", (int) i);
+    for (pushed = 0; sp_span_queue_has_room(q); pushed++) {
+        build(s, 0, pushed * 1200);
+        sp_span_queue_push(q, s);
+    }
+    dropped_before = sp_span_queue_dropped(q);
+    ok(sp_span_queue_place(q) == NULL, "a full queue has no place");
+    is_int(sp_span_queue_dropped(q), dropped_before, "and counts no drop for it (the push does)");
     sp_span_queue_destroy(q);
 
     sp_record_ring_init(&r, 4096, 1);
