@@ -526,6 +526,12 @@ if ($amp ne '') {
 
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
+# The request path and the gRPC path part by part (callgrind counts,
+# written by hand with each round of work on them: issue 29).
+for my $part ("bench/request_path.md", "bench/grpc_path.md") {
+    my $text = slurp($part);
+    p "", $text if $text ne '';
+}
 
 # bench/cli's section (the CLI on large inputs) is written by bench/cli
 # alone (make bench-cli, run after this by make bench): kept as it is.
