@@ -130,7 +130,7 @@ serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
         sa.span_name = s->span_name >= 0 ? m.strs.strs[s->span_name] : NULL;
         sa.stack = (const char *) stack.data;
         sa.count = s->count;
-        sa.cpu_ns = s->count * pf->period;
+        sa.value = s->count * pf->period;
         if (sp_buf_failed(&stack)
             || serve_store_add_sample(sv->store, &sa) != 0)
         {

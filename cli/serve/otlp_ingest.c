@@ -548,32 +548,38 @@ sample_attr_str(const dict_t *d, const pb_sample_t *ps, const char *key)
     return NULL;
 }
 
-/* Stores one profile's samples; 0, 1 when the profile is unusable, -1 on
- * a store failure. */
+/* Stores one profile's samples; 0, 1 when the profile is unusable, 2 when
+ * its type is one too many, -1 on a store failure. */
 static int
 store_profile(serve_store_t *s, const dict_t *d, const char *service,
     int64_t pid, const pb_profile_t *p, sp_buf_t *stack)
 {
     serve_sample_t  sa;
-    const char     *unit = NULL;
-    int             cpu_values;
+    const char     *name = NULL, *unit = NULL;
+    int             type, ns_values;
     size_t          i, j;
 
     if (p->sample_type != NULL) {
-        const char  *type = dict_str(d, p->sample_type->type_strindex);
-
-        /* serve shows CPU: the wall and off-CPU profiles that come in
-         * the same request (otel_profiling_types ... wall) are skipped */
-        if (type != NULL && (strcmp(type, "wall") == 0
-                             || strcmp(type, "off_cpu") == 0))
-        {
-            return 0;
-        }
+        name = dict_str(d, p->sample_type->type_strindex);
         unit = dict_str(d, p->sample_type->unit_strindex);
     }
-    /* A sample's values are CPU nanoseconds (sample_type cpu/nanoseconds)
-     * or counts of periods (samples/count). */
-    cpu_values = unit != NULL && strcmp(unit, "nanoseconds") == 0;
+    /* Every type is stored under its name (cpu, wall, off_cpu, the
+     * memory types, ...), its values in its unit; a profile without one,
+     * or of the legacy samples/count, is CPU counted in periods. */
+    if (name == NULL || name[0] == '\0' || strcmp(name, "samples") == 0) {
+        name = "cpu";
+        unit = strcmp(unit ? unit : "", "nanoseconds") == 0 ? unit : "count";
+    }
+    ns_values = unit != NULL && strcmp(unit, "nanoseconds") == 0;
+    type = strcmp(name, "cpu") == 0 ? SERVE_TYPE_CPU
+           : serve_store_type(s, name, ns_values ? "nanoseconds"
+                                      : unit != NULL ? unit : "");
+    if (type < 0) {
+        return -1;
+    }
+    if (type == 0) {
+        return 2;
+    }
 
     for (i = 0; i < p->n_samples; i++) {
         const pb_sample_t  *ps = p->samples[i];
@@ -590,16 +596,23 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
         sa.duration_ns = (int64_t) (p->duration_nano & INT64_MAX);
         sa.service = service;
         sa.pid = pid;
-        if (cpu_values) {
+        sa.type = type;
+        if (ns_values) {
             /* Samples in periods: a timestamp may stand for several
-             * (timer overruns), and its value says how much CPU. */
-            sa.cpu_ns = sum;
+             * (timer overruns), and its value says how much time. */
+            sa.value = sum;
             sa.count = p->period > 0 ? (sum + p->period / 2) / p->period
                                      : (int64_t) ps->n_timestamps_unix_nano;
-        } else {
+        } else if (type == SERVE_TYPE_CPU) {
+            /* CPU in counts of periods (samples/count). */
             sa.count = ps->n_values > 0 ? sum
                                         : (int64_t) ps->n_timestamps_unix_nano;
-            sa.cpu_ns = sa.count * p->period;
+            sa.value = sa.count * p->period;
+        } else {
+            /* Bytes, objects, ...: the values' sum, one sample each. */
+            sa.value = sum;
+            sa.count = ps->n_timestamps_unix_nano > 0
+                       ? (int64_t) ps->n_timestamps_unix_nano : 1;
         }
         if (ps->link_index > 0 && (size_t) ps->link_index < d->n_link_table) {
             Opentelemetry__Proto__Profiles__V1development__Link  *l =
@@ -666,8 +679,9 @@ serve_ingest_profiles(serve_store_t *s, const uint8_t *body, size_t len,
                 }
                 if (one > 0) {
                     r->rejected++;
-                    snprintf(r->error, sizeof(r->error),
-                             "a sample's stack_index is out of range");
+                    snprintf(r->error, sizeof(r->error), one == 1
+                             ? "a sample's stack_index is out of range"
+                             : "too many sample types in the database");
                 } else {
                     r->accepted++;
                 }
