@@ -90,6 +90,7 @@ def types_steps(tid, sid, hot):
     step('span-flame')
     row.click()
     out['cpu_title'] = flame_of('flame-title', 'cpu')
+    out['cpu_total'] = drv.find_element(By.ID, 'flame-title').get_attribute('data-total')
     sel = drv.find_element(By.ID, 'type-select')
     out['type_options'] = [o.get_attribute('value') for o in sel.find_elements(By.TAG_NAME, 'option')]
     out['cpu_widths'] = widths()
@@ -98,6 +99,7 @@ def types_steps(tid, sid, hot):
     step('switch-off_cpu')
     choose('off_cpu')
     out['off_cpu_title'] = flame_of('flame-title', 'off_cpu')
+    out['off_cpu_total'] = drv.find_element(By.ID, 'flame-title').get_attribute('data-total')
     out['off_cpu_widths'] = widths()
     out['off_cpu_url'] = drv.current_url
     shot('t2-off-cpu')

@@ -292,7 +292,7 @@ async function flamePage() {
     const r = await api('/api/flame', p);
     const what = typeLabel(r.type), fmt = inUnit(r.unit);
     view.append(chooser);
-    view.append(el('h3', { id: 'flame-title', 'data-type': r.type,
+    view.append(el('h3', { id: 'flame-title', 'data-type': r.type, 'data-total': r.tree.t[0],
       text: what + ' of ' + title + ': ' + fmt(r.tree.t[0]) + ', ' + r.tree.s[0] + ' samples' }));
     const dl = new URLSearchParams(p);
     if (token) dl.set('token', token);
