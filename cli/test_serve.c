@@ -346,7 +346,7 @@ test_store(void)
     sa.span_id = sid;
     sa.stack = "main;work";
     sa.count = 3;
-    sa.cpu_ns = 3000;
+    sa.value = 3000;
     ok(serve_store_begin(s) == 0 && serve_store_add_sample(s, &sa) == 0
        && serve_store_commit(s) == 0, "a sample stored");
     memset(&sq, 0, sizeof(sq));
@@ -370,6 +370,177 @@ test_store(void)
     ok(s != NULL && serve_store_trace(s, tid, &b) == 0
        && strstr(str(&b), "\"cpu_samples\":3") != NULL,
        "reopened: the span and its samples");
+    serve_store_close(s);
+
+    sp_buf_free(&b);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    if (system(path) != 0) {
+        printf("# cannot remove %s\n", dir);
+    }
+}
+
+/* Profiles of every type in one request (OTLP/JSON): cpu, wall, off_cpu
+ * of a span and two in-use memory snapshots of the worker: each stored
+ * under its type, selected by it, listed, and a span's times from them. */
+static const char  typed_profiles[] =
+    "{\"resourceProfiles\":[{\"resource\":{\"attributes\":["
+    "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"typed\"}},"
+    "{\"key\":\"process.pid\",\"value\":{\"intValue\":\"42\"}}]},"
+    "\"scopeProfiles\":[{\"profiles\":["
+    "{\"sampleType\":{\"typeStrindex\":1,\"unitStrindex\":2},"
+    " \"timeUnixNano\":\"1000\",\"durationNano\":\"100\","
+    " \"period\":\"10000000\",\"samples\":[{\"stackIndex\":1,"
+    " \"linkIndex\":1,\"values\":[\"30000000\"],"
+    " \"timestampsUnixNano\":[\"1000\"]}]},"
+    "{\"sampleType\":{\"typeStrindex\":3,\"unitStrindex\":2},"
+    " \"timeUnixNano\":\"1000\",\"durationNano\":\"100\","
+    " \"period\":\"10000000\",\"samples\":[{\"stackIndex\":2,"
+    " \"linkIndex\":1,\"values\":[\"500000000\"],"
+    " \"timestampsUnixNano\":[\"1000\"]}]},"
+    "{\"sampleType\":{\"typeStrindex\":4,\"unitStrindex\":2},"
+    " \"timeUnixNano\":\"1000\",\"durationNano\":\"100\","
+    " \"period\":\"10000000\",\"samples\":[{\"stackIndex\":2,"
+    " \"linkIndex\":1,\"values\":[\"400000000\"],"
+    " \"timestampsUnixNano\":[\"1000\"]}]},"
+    "{\"sampleType\":{\"typeStrindex\":5,\"unitStrindex\":6},"
+    " \"timeUnixNano\":\"1000\",\"samples\":[{\"stackIndex\":1,"
+    " \"values\":[\"1000\"]}]},"
+    "{\"sampleType\":{\"typeStrindex\":5,\"unitStrindex\":6},"
+    " \"timeUnixNano\":\"2000\",\"samples\":[{\"stackIndex\":1,"
+    " \"values\":[\"3000\"]}]}"
+    "]}]}],"
+    "\"dictionary\":{\"stringTable\":[\"\",\"cpu\",\"nanoseconds\",\"wall\","
+    "\"off_cpu\",\"inuse_space\",\"bytes\",\"main\",\"work\",\"sleep\"],"
+    "\"functionTable\":[{},{\"nameStrindex\":7},{\"nameStrindex\":8},"
+    "{\"nameStrindex\":9}],"
+    "\"locationTable\":[{},{\"lines\":[{\"functionIndex\":1}]},"
+    "{\"lines\":[{\"functionIndex\":2}]},{\"lines\":[{\"functionIndex\":3}]}],"
+    "\"stackTable\":[{},{\"locationIndices\":[2,1]},"
+    "{\"locationIndices\":[3,1]}],"
+    "\"linkTable\":[{},{\"traceId\":\"08070605040302010000000000000001\","
+    "\"spanId\":\"0807060504030201\"}]}}";
+
+static void
+test_store_types(void)
+{
+    char                    dir[] = "/tmp/spanprof-test-serve-XXXXXX";
+    char                    err[256], path[300];
+    serve_store_t          *s;
+    serve_ingest_result_t   r;
+    serve_sample_query_t    sq;
+    sp_buf_t                b;
+    sqlite3                *db;
+    uint8_t                *req, tid[16], sid[8];
+    uint64_t                start = 0x0102030405060708ULL;
+    size_t                  len;
+    int64_t                 tot[3];
+    int                     off_cpu;
+
+    if (mkdtemp(dir) == NULL) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL, "types: store opened");
+    if (s == NULL) {
+        return;
+    }
+    sp_buf_init(&b);
+    req = one_span_request("/typed", start, &len);
+    ok(serve_ingest_traces(s, req, len, 0, &r) == 0 && r.accepted == 1,
+       "types: the span");
+    free(req);
+    memcpy(tid, &start, 8);
+    memset(tid + 8, 0, 8);
+    tid[15] = 1;
+    memcpy(sid, &start, 8);
+    sid[7] |= 1;
+    ok(serve_ingest_profiles(s, (const uint8_t *) typed_profiles,
+                             sizeof(typed_profiles) - 1, 1, &r) == 0
+       && r.accepted == 5 && r.rejected == 0,
+       "cpu, wall, off_cpu and two inuse_space profiles accepted");
+    if (r.rejected) {
+        printf("# %s\n", r.error);
+    }
+    off_cpu = serve_store_type_find(s, "off_cpu");
+    ok(serve_store_type_find(s, "cpu") == SERVE_TYPE_CPU && off_cpu > 1
+       && serve_store_type_find(s, "wall") > 1
+       && serve_store_type_find(s, "inuse_space") > 1
+       && strcmp(serve_store_type_unit(s, serve_store_type_find(s,
+                 "inuse_space")), "bytes") == 0,
+       "each type numbered, with its unit");
+
+    memset(&sq, 0, sizeof(sq));
+    sq.trace_id = tid;
+    sq.span_id = sid;
+    sq.to_ns = INT64_MAX;
+    ok(serve_store_types(s, &sq, &b) == 0
+       && strstr(str(&b), "{\"type\":\"cpu\",\"unit\":\"nanoseconds\","
+                 "\"gauge\":false,\"value\":30000000,\"samples\":3}") != NULL
+       && strstr(str(&b), "\"type\":\"wall\"") != NULL
+       && strstr(str(&b), "{\"type\":\"off_cpu\",\"unit\":\"nanoseconds\","
+                 "\"gauge\":false,\"value\":400000000,\"samples\":40}")
+          != NULL
+       && strstr(str(&b), "inuse_space") == NULL,
+       "the span's types listed (not the worker's memory)");
+    printf("# %s\n", str(&b));
+    memset(tot, 0, sizeof(tot));
+    ok(serve_store_stacks(s, &sq, count_frames, tot) == 0
+       && tot[1] == 30000000 && tot[0] == 3, "type 0: cpu only");
+    memset(tot, 0, sizeof(tot));
+    sq.type = off_cpu;
+    ok(serve_store_stacks(s, &sq, count_frames, tot) == 0
+       && tot[1] == 400000000, "type off_cpu: its samples only");
+    sq.type = -1;
+    memset(tot, 0, sizeof(tot));
+    ok(serve_store_stacks(s, &sq, count_frames, tot) == 0 && tot[1] == 0,
+       "an unknown type: nothing");
+
+    sp_buf_reset(&b);
+    ok(serve_store_trace(s, tid, &b) == 0
+       && strstr(str(&b), "\"cpu_ns\":30000000,\"wall_ns\":500000000,"
+                 "\"off_cpu_ns\":400000000") != NULL,
+       "the span's CPU, wall and off-CPU from its samples");
+
+    /* The worker: in-use memory by snapshot, its flame graph the latest
+     * snapshot (not their sum); its CPU the cpu samples only. */
+    memset(&sq, 0, sizeof(sq));
+    sq.to_ns = INT64_MAX;
+    sq.whole = 1;
+    sq.pid = 42;
+    sq.type = serve_store_type_find(s, "inuse_space");
+    memset(tot, 0, sizeof(tot));
+    ok(serve_store_stacks(s, &sq, count_frames, tot) == 0 && tot[1] == 3000,
+       "a worker's in-use flame graph: its latest snapshot");
+    sp_buf_reset(&b);
+    ok(serve_store_memory(s, 0, INT64_MAX, &b) == 0
+       && strcmp(str(&b), "[{\"pid\":42,\"service\":\"typed\",\"points\":"
+                 "[[1000,1000],[2000,3000]]}]") == 0,
+       "in-use memory per worker over time");
+    printf("# %s\n", str(&b));
+    sp_buf_reset(&b);
+    ok(serve_store_workers(s, 0, INT64_MAX, &b) == 0
+       && strstr(str(&b), "\"cpu_ns\":30000000,") != NULL,
+       "the workers' CPU: cpu samples only");
+    serve_store_close(s);
+
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s != NULL && serve_store_type_find(s, "off_cpu") == off_cpu,
+       "reopened: the types as numbered");
+    serve_store_close(s);
+
+    /* A database of schema 3 (no types): refused, untouched. */
+    snprintf(path, sizeof(path), "%s/spanprof.db", dir);
+    unlink(path);
+    ok(sqlite3_open(path, &db) == SQLITE_OK
+       && sqlite3_exec(db, "CREATE TABLE samples(id INTEGER PRIMARY KEY,"
+                       " cpu_ns INTEGER); PRAGMA user_version = 3",
+                       NULL, NULL, NULL) == SQLITE_OK, "a schema 3 database");
+    sqlite3_close(db);
+    s = serve_store_open(dir, err, sizeof(err));
+    ok(s == NULL
+       && strstr(err, "an earlier spanprof serve (database schema 3;")
+          != NULL, "schema 3 refused with the clear error");
     serve_store_close(s);
 
     sp_buf_free(&b);
@@ -1007,6 +1178,7 @@ main(void)
     test_json_decode();
     test_flame();
     test_store();
+    test_store_types();
     test_store_parts();
     test_store_part_map();
     test_store_failure();

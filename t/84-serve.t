@@ -6,6 +6,11 @@
 # of no request); bad input (garbage, oversize, wrong type) is answered
 # 400/413/415 and counted; names are escaped; a non-loopback --ui needs
 # --token; a kill -9 keeps what was committed and the database opens again.
+# Profile types: an nginx exporting cpu and wall (otel_profiling_types cpu
+# wall) and a request blocking its worker: its wall and off-CPU flame
+# graphs, diff and pprof by type=, its span's off-CPU time; in-use memory
+# profiles (made with protoc --encode, as the modules do not export them
+# yet) per worker over time and as a flame graph of the latest snapshot.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -308,6 +313,137 @@ EOC
     my $f = $im->api('/api/flame', trace => $r->{headers}{'x-trace-id'}, span => $s->{span_id});
     ok frames($f->{tree})->{spanprof_burn_alpha}, 'its flame graph';
     $im->stop;
+};
+
+# protoc --encode of an ExportProfilesServiceRequest in text format.
+sub encode_profiles {
+    my ($text) = @_;
+    my $dir = tempdir(CLEANUP => 1);
+    open(my $fh, '>', "$dir/msg") or die; print $fh $text; close $fh;
+    my $root = repo_root();
+    my ($rc, $out, $err) = SpanProf::Test::_run(['protoc',
+        '--encode=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest',
+        '-I', "$root/proto",
+        "$root/proto/opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"],
+        stdin => "$dir/msg");
+    die "protoc --encode failed: $err" if $rc != 0;
+    return $out;
+}
+
+subtest 'profile types: wall-clock and off-CPU from nginx' => sub {
+    is_deeply $sv->api('/api/memory'), [], 'no memory profile yet: /api/memory is empty';
+    my $wngx = start_nginx(burn => 1, receiver_url => $sv->otlp_url, conf => <<'EOC');
+otel_exporter { endpoint %%RECEIVER%%; protocol http/protobuf; interval 100ms; }
+otel_service_name serve-wall;
+otel_profiling_types cpu wall;
+otel_profiling_wall_rate 100;
+otel_profiling_rate 1000;
+otel_profiling_interval 300ms;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_trace on;
+    otel_profiling on;
+    add_header X-Trace-Id $otel_trace_id always;
+    add_header X-Span-Id $otel_span_id always;
+    location /block { spanprof_block 200; }
+    location /spin  { spanprof_burn beta 50; }
+    location /tick  { otel_trace off; otel_profiling off; spanprof_burn beta 3; }
+}
+EOC
+    my $b = http_get($wngx->port, '/block');
+    http_get($wngx->port, '/spin');
+    my ($btid, $bsid) = ($b->{headers}{'x-trace-id'}, $b->{headers}{'x-span-id'});
+    my %sel = (trace => $btid, span => $bsid);
+    my %types;
+    ok wait_until(20, sub {
+        http_get($wngx->port, '/tick');
+        my $r = $sv->get('/api/types', %sel);
+        return 0 unless $r->{status} == 200;
+        %types = map { $_->{type} => $_ } @{ JSON::PP::decode_json($r->{content}) };
+        return ($types{off_cpu}{value} // 0) >= 180e6 && ($types{wall}{value} // 0) >= 180e6;
+    }), 'the /block span\'s wall and off-CPU samples arrived' or diag explain \%types;
+    is $types{off_cpu}{unit}, 'nanoseconds', '/api/types: off_cpu in nanoseconds';
+    ok !$types{inuse_space}, 'no memory type for a span';
+
+    my $block = 'spanprof_burn_block_on_pipe';
+    my $off = $sv->api('/api/flame', %sel, type => 'off_cpu');
+    is $off->{type}, 'off_cpu', 'type=off_cpu: the answer says so';
+    my $fo = frames($off->{tree});
+    cmp_ok $fo->{$block} // 0, '>=', 180e6, sprintf('off-CPU flame graph: %s holds %.1f ms (>= 180)',
+        $block, ($fo->{$block} // 0) / 1e6) or diag explain [ sort keys %$fo ];
+    my $wall = $sv->api('/api/flame', %sel, type => 'wall');
+    cmp_ok frames($wall->{tree})->{$block} // 0, '>=', 180e6, 'wall flame graph: the blocking stack';
+    my $cpu = $sv->api('/api/flame', %sel);
+    is $cpu->{type}, 'cpu', 'no type: cpu';
+    cmp_ok frames($cpu->{tree})->{$block} // 0, '<', 50e6, 'the CPU flame graph: little CPU where it blocked';
+    my $none = $sv->api('/api/flame', %sel, type => 'nosuch');
+    is $none->{tree}{t}[0], 0, 'a type no sample has: an empty graph';
+
+    my $t = $sv->api("/api/traces/$btid");
+    my ($s) = grep { $_->{span_id} eq $bsid } @{ $t->{spans} };
+    cmp_ok $s->{off_cpu_ns} // 0, '>=', 180e6, "the span's off-CPU time: $s->{off_cpu_ns}";
+    cmp_ok $s->{wall_ns} // 0, '>=', 180e6, "its wall time: $s->{wall_ns}";
+    cmp_ok $s->{cpu_ns}, '<', $s->{off_cpu_ns} // 0, 'its CPU less than its off-CPU';
+
+    my $d = $sv->api('/api/diff', type => 'off_cpu', service => 'serve-wall', route => '/block',
+        base_service => 'serve-wall', base_route => '/spin');
+    my (%a, %bs);
+    my $walk; $walk = sub {
+        my $n = shift;
+        $a{$n->{n}} += $n->{t}[0]; $bs{$n->{n}} += $n->{t}[1];
+        $walk->($_) for @{ $n->{c} || [] };
+    };
+    $walk->($d->{tree});
+    cmp_ok $a{$block} // 0, '>=', 180e6, 'off-CPU diff: the blocking stack on the compared side';
+    ok !$bs{$block}, 'and not on the base side';
+
+    my $pp = $sv->get('/api/pprof', %sel, type => 'off_cpu');
+    is $pp->{status}, 200, 'pprof of type=off_cpu';
+    my $m = pprof_meta(decode_pprof($pp->{content}));
+    is_deeply $m->{sample_types}, ['samples/count', 'off_cpu/nanoseconds'], 'valued off_cpu/nanoseconds';
+    my $vt = 0; $vt += $_->{values}[1] for pprof_samples(decode_pprof($pp->{content}));
+    is $vt, $off->{tree}{t}[0], 'its total is the flame graph\'s';
+    $wngx->stop;
+};
+
+subtest 'profile types: in-use memory per worker' => sub {
+    my $t0 = int(time() * 1e9) - 5e9;
+    my $profile = sub {
+        my ($ts, $v1, $v2) = @_;
+        return "profiles { sample_type { type_strindex: 1 unit_strindex: 2 }"
+            . " time_unix_nano: $ts samples { stack_index: 1 values: $v1 }"
+            . " samples { stack_index: 2 values: $v2 } }";
+    };
+    my $text = 'resource_profiles { resource {'
+        . ' attributes { key: "service.name" value { string_value: "mem-svc" } }'
+        . ' attributes { key: "process.pid" value { int_value: 4242 } } }'
+        . ' scope_profiles { ' . $profile->($t0, 1000000, 24000) . ' '
+        . $profile->($t0 + 1e9, 3000000, 48000) . ' '
+        . 'profiles { sample_type { type_strindex: 6 unit_strindex: 7 }'
+        . " time_unix_nano: $t0 samples { stack_index: 1 values: 5 } } } }"
+        . ' dictionary { string_table: "" string_table: "inuse_space" string_table: "bytes"'
+        . ' string_table: "main" string_table: "big_alloc" string_table: "small_alloc"'
+        . ' string_table: "goroutines" string_table: "count"'
+        . ' function_table { } function_table { name_strindex: 3 }'
+        . ' function_table { name_strindex: 4 } function_table { name_strindex: 5 }'
+        . ' location_table { } location_table { lines { function_index: 1 } }'
+        . ' location_table { lines { function_index: 2 } } location_table { lines { function_index: 3 } }'
+        . ' stack_table { } stack_table { location_indices: [2, 1] } stack_table { location_indices: [3, 1] } }';
+    my $r = $sv->post_otlp('/v1development/profiles', encode_profiles($text));
+    is $r->{status}, 200, 'inuse_space (and an unknown type) profiles posted';
+    my $mem = $sv->api('/api/memory');
+    my ($w) = grep { $_->{pid} == 4242 } @$mem;
+    ok $w, 'the worker\'s in-use memory' or return diag explain $mem;
+    is $w->{service}, 'mem-svc', 'with its service';
+    is_deeply $w->{points}, [ [ $t0, 1024000 ], [ $t0 + 1e9, 3048000 ] ], 'by snapshot, over time';
+    my $f = $sv->api('/api/flame', pid => 4242, type => 'inuse_space');
+    is $f->{unit}, 'bytes', 'its flame graph in bytes';
+    my $fr = frames($f->{tree});
+    is $fr->{big_alloc}, 3000000, 'by stack, of the latest snapshot (not the sum of both)';
+    is $fr->{small_alloc}, 48000, 'every stack of it';
+    my %ty = map { $_->{type} => $_ } @{ $sv->api('/api/types', pid => 4242) };
+    ok $ty{inuse_space} && $ty{inuse_space}{gauge}, 'inuse_space listed for the worker, as snapshots';
+    is $ty{goroutines}{value}, 5, 'a type serve does not know is stored too';
 };
 
 subtest 'kill -9 keeps what was committed' => sub {

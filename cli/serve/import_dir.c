@@ -137,9 +137,9 @@ serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
         sa.stack = (const char *) stack.data;
         sa.count = s->count > 0 ? s->count : 0;
         if (pf->period < 0
-            || __builtin_mul_overflow(sa.count, pf->period, &sa.cpu_ns))
+            || __builtin_mul_overflow(sa.count, pf->period, &sa.value))
         {
-            sa.cpu_ns = pf->period < 0 ? 0 : INT64_MAX;
+            sa.value = pf->period < 0 ? 0 : INT64_MAX;
         }
         if (sp_buf_failed(&stack)
             || serve_store_add_sample(sv->store, &sa) != 0)

@@ -548,21 +548,31 @@ sample_attr_str(const dict_t *d, const pb_sample_t *ps, const char *key)
     return NULL;
 }
 
-/* The most a sample may stand for: 2^46 ns of CPU (19.5 hours) and 2^40
- * samples. A received value beyond it is not a measurement: the profile is
- * refused (counted in profiles_rejected). The bound also keeps the API's
- * sums over millions of stored samples far below INT64_MAX. */
-#define SAMPLE_MAX_CPU_NS  ((int64_t) 1 << 46)
+/* The most a sample may stand for: 2^46 in its unit (19.5 hours of
+ * nanoseconds, 64 TiB) and 2^40 samples. A received value beyond it is not
+ * a measurement: the profile is refused (counted in profiles_rejected). The
+ * bound also keeps the API's sums over millions of stored samples far below
+ * INT64_MAX. */
+#define SAMPLE_MAX_VALUE   ((int64_t) 1 << 46)
 #define SAMPLE_MAX_COUNT   ((int64_t) 1 << 40)
 
-/* Sample ps's count and CPU nanoseconds from its values and the profile's
- * period, in checked arithmetic: 0, or -1 when a value is negative or a
- * result overflows or is out of the bounds above. */
+/* How a profile's sample values read: time in nanoseconds (cpu, wall,
+ * off_cpu), CPU in counts of periods (the legacy samples/count), or
+ * amounts of another unit (bytes, objects: the memory types). */
+typedef enum {
+    AMOUNT_NS = 0,
+    AMOUNT_PERIODS,
+    AMOUNT_SUM
+} amount_t;
+
+/* Sample ps's count and value (in its unit) from its values and the
+ * profile's period, in checked arithmetic: 0, or -1 when a value is
+ * negative or a result overflows or is out of the bounds above. */
 static int
-sample_amounts(const pb_profile_t *p, const pb_sample_t *ps, int cpu_values,
-    int64_t *count, int64_t *cpu_ns)
+sample_amounts(const pb_profile_t *p, const pb_sample_t *ps, amount_t how,
+    int64_t *count, int64_t *value)
 {
-    int64_t  sum = 0, c, ns;
+    int64_t  sum = 0, c, v;
     size_t   j;
 
     for (j = 0; j < ps->n_values; j++) {
@@ -575,57 +585,78 @@ sample_amounts(const pb_profile_t *p, const pb_sample_t *ps, int cpu_values,
     if (p->period < 0) {
         return -1;
     }
-    if (cpu_values) {
+    switch (how) {
+    case AMOUNT_NS:
         /* Samples in periods: a timestamp may stand for several (timer
-         * overruns), and its value says how much CPU. Rounded: sum / period
-         * + (remainder >= period / 2), which cannot overflow. */
-        ns = sum;
+         * overruns), and its value says how much time. Rounded: sum /
+         * period + (remainder >= period / 2), which cannot overflow. */
+        v = sum;
         c = p->period > 0 ? sum / p->period
                             + (sum % p->period
                                >= p->period / 2 + p->period % 2)
                           : (int64_t) ps->n_timestamps_unix_nano;
-    } else {
+        break;
+    case AMOUNT_PERIODS:
         c = ps->n_values > 0 ? sum : (int64_t) ps->n_timestamps_unix_nano;
-        if (__builtin_mul_overflow(c, p->period, &ns)) {
+        if (__builtin_mul_overflow(c, p->period, &v)) {
             return -1;
         }
+        break;
+    default:
+        /* Bytes, objects, ...: the values' sum, one sample each. */
+        v = sum;
+        c = ps->n_timestamps_unix_nano > 0
+            ? (int64_t) ps->n_timestamps_unix_nano : 1;
+        break;
     }
-    if (c < 0 || c > SAMPLE_MAX_COUNT || ns > SAMPLE_MAX_CPU_NS) {
+    if (c < 0 || c > SAMPLE_MAX_COUNT || v > SAMPLE_MAX_VALUE) {
         return -1;
     }
     *count = c;
-    *cpu_ns = ns;
+    *value = v;
     return 0;
 }
 
-/* Stores one profile's samples; 0, 1 when the profile is unusable (r->error
- * says why; none of its samples stored), -1 on a store failure. */
+/* Stores one profile's samples under its type; 0, 1 when the profile is
+ * unusable or its type one too many (r->error says why; none of its
+ * samples stored), -1 on a store failure. */
 static int
 store_profile(serve_store_t *s, const dict_t *d, const char *service,
     int64_t pid, const pb_profile_t *p, sp_buf_t *stack,
     serve_ingest_result_t *r)
 {
     serve_sample_t  sa;
-    const char     *unit = NULL;
-    int             cpu_values;
-    int64_t         count, cpu_ns;
+    const char     *name = NULL, *unit = NULL;
+    int             type, ns_values;
+    amount_t        how;
+    int64_t         count, value;
     size_t          i;
 
     if (p->sample_type != NULL) {
-        const char  *type = dict_str(d, p->sample_type->type_strindex);
-
-        /* serve shows CPU: the wall and off-CPU profiles that come in
-         * the same request (otel_profiling_types ... wall) are skipped */
-        if (type != NULL && (strcmp(type, "wall") == 0
-                             || strcmp(type, "off_cpu") == 0))
-        {
-            return 0;
-        }
+        name = dict_str(d, p->sample_type->type_strindex);
         unit = dict_str(d, p->sample_type->unit_strindex);
     }
-    /* A sample's values are CPU nanoseconds (sample_type cpu/nanoseconds)
-     * or counts of periods (samples/count). */
-    cpu_values = unit != NULL && strcmp(unit, "nanoseconds") == 0;
+    /* Every type is stored under its name (cpu, wall, off_cpu, the
+     * memory types, ...), its values in its unit; a profile without one,
+     * or of the legacy samples/count, is CPU counted in periods. */
+    if (name == NULL || name[0] == '\0' || strcmp(name, "samples") == 0) {
+        name = "cpu";
+        unit = strcmp(unit ? unit : "", "nanoseconds") == 0 ? unit : "count";
+    }
+    ns_values = unit != NULL && strcmp(unit, "nanoseconds") == 0;
+    type = strcmp(name, "cpu") == 0 ? SERVE_TYPE_CPU
+           : serve_store_type(s, name, ns_values ? "nanoseconds"
+                                      : unit != NULL ? unit : "");
+    if (type < 0) {
+        return -1;
+    }
+    if (type == 0) {
+        snprintf(r->error, sizeof(r->error),
+                 "too many sample types in the database");
+        return 1;
+    }
+    how = ns_values ? AMOUNT_NS
+          : type == SERVE_TYPE_CPU ? AMOUNT_PERIODS : AMOUNT_SUM;
 
     /* Checked before any sample is stored: a profile is stored whole or
      * not at all. */
@@ -639,10 +670,10 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
                      "a sample's stack_index is out of range");
             return 1;
         }
-        if (sample_amounts(p, ps, cpu_values, &count, &cpu_ns) != 0) {
+        if (sample_amounts(p, ps, how, &count, &value) != 0) {
             snprintf(r->error, sizeof(r->error),
                      "a sample's values or the profile's period are out of "
-                     "range (negative, or over 2^46 ns of CPU)");
+                     "range (negative, or over 2^46 in its unit)");
             return 1;
         }
     }
@@ -652,14 +683,15 @@ store_profile(serve_store_t *s, const dict_t *d, const char *service,
         if (stack_text(stack, d, ps) != 0) {
             return -1;
         }
-        (void) sample_amounts(p, ps, cpu_values, &count, &cpu_ns);
+        (void) sample_amounts(p, ps, how, &count, &value);
         memset(&sa, 0, sizeof(sa));
         sa.time_ns = (int64_t) (p->time_unix_nano & INT64_MAX);
         sa.duration_ns = (int64_t) (p->duration_nano & INT64_MAX);
         sa.service = service;
         sa.pid = pid;
+        sa.type = type;
         sa.count = count;
-        sa.cpu_ns = cpu_ns;
+        sa.value = value;
         if (ps->link_index > 0 && (size_t) ps->link_index < d->n_link_table) {
             Opentelemetry__Proto__Profiles__V1development__Link  *l =
                 d->link_table[ps->link_index];

@@ -103,7 +103,8 @@ serve_pprof_add(serve_pprof_t *p, const char *stack, int64_t samples,
 }
 
 int
-serve_pprof_encode(serve_pprof_t *p, int64_t period_ns, sp_buf_t *out)
+serve_pprof_encode(serve_pprof_t *p, const char *type, const char *unit,
+    int64_t period_ns, sp_buf_t *out)
 {
     Perftools__Profiles__Profile     prof = PERFTOOLS__PROFILES__PROFILE__INIT;
     Perftools__Profiles__ValueType   vt[3], *vtp[2];
@@ -112,8 +113,8 @@ serve_pprof_encode(serve_pprof_t *p, int64_t period_ns, sp_buf_t *out)
     Perftools__Profiles__Function   *fn, **fnp;
     Perftools__Profiles__Line       *line, **linep;
     int32_t                          ids[5];
-    const char                      *names[5] = { "samples", "count", "cpu",
-                                                  "nanoseconds", "" };
+    const char                      *names[5] = { "samples", "count", type,
+                                                  unit, "" };
     uint8_t                         *raw;
     size_t                           len, i;
     int                              rc;

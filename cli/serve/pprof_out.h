@@ -3,7 +3,8 @@
 
 /* A gzip'd pprof profile (what `go tool pprof` and Pyroscope read) of the
  * stacks a flame graph shows: one function and one location per frame
- * name, samples valued samples/count and cpu/nanoseconds. */
+ * name, samples valued samples/count and type/unit (cpu/nanoseconds,
+ * wall/nanoseconds, inuse_space/bytes, ...). */
 
 #include <stdint.h>
 
@@ -17,6 +18,7 @@ void serve_pprof_free(serve_pprof_t *p);
 void serve_pprof_add(serve_pprof_t *p, const char *stack, int64_t samples,
     int64_t cpu_ns);
 /* The encoded, gzip'd profile appended to out; 0, or -1. */
-int serve_pprof_encode(serve_pprof_t *p, int64_t period_ns, sp_buf_t *out);
+int serve_pprof_encode(serve_pprof_t *p, const char *type, const char *unit,
+    int64_t period_ns, sp_buf_t *out);
 
 #endif

@@ -251,6 +251,20 @@ sample_query(arg_fn arg, void *ud, const char *prefix,
 #undef ARG
 }
 
+/* ?type= (default cpu) into q->type: a type no sample has is -1, which
+ * selects nothing. */
+static void
+sample_type(serve_t *sv, arg_fn arg, void *ud, serve_sample_query_t *q)
+{
+    const char  *v = nonempty(arg(ud, "type"));
+
+    q->type = v == NULL ? SERVE_TYPE_CPU
+              : serve_store_type_find(sv->store, v);
+    if (q->type == 0) {
+        q->type = -1;
+    }
+}
+
 /* /api/flame: one selection; /api/diff: the selection against base_*. */
 static void
 api_flame(serve_t *sv, arg_fn arg, void *ud, int diff, serve_reply_t *r)
@@ -265,6 +279,9 @@ api_flame(serve_t *sv, arg_fn arg, void *ud, int diff, serve_reply_t *r)
     {
         return;
     }
+    /* A diff compares one type on both sides. */
+    sample_type(sv, arg, ud, &q);
+    b.type = q.type;
     f.flame = serve_flame_new();
     f.side = 0;
     f.split_no_request = q.whole;
@@ -279,7 +296,12 @@ api_flame(serve_t *sv, arg_fn arg, void *ud, int diff, serve_reply_t *r)
         json_error(r, 500, serve_store_error(sv->store));
         return;
     }
-    sp_buf_append_str(&r->body, "{\"tree\":");
+    sp_buf_append_str(&r->body, "{\"type\":");
+    serve_json_str(&r->body, nonempty(arg(ud, "type")) != NULL
+                             ? arg(ud, "type") : "cpu");
+    sp_buf_append_str(&r->body, ",\"unit\":");
+    serve_json_str(&r->body, serve_store_type_unit(sv->store, q.type));
+    sp_buf_append_str(&r->body, ",\"tree\":");
     serve_flame_json(f.flame, "all", diff, &r->body);
     sp_buf_append_str(&r->body, "}");
     serve_flame_free(f.flame);
@@ -302,8 +324,15 @@ api_pprof(serve_t *sv, arg_fn arg, void *ud, serve_reply_t *r)
     serve_sample_query_t  q;
     uint8_t               tid[16], sid[8];
     serve_pprof_t        *p;
+    const char           *unit, *type;
 
     if (sample_query(arg, ud, "", &q, tid, sid, r) != 0) {
+        return;
+    }
+    sample_type(sv, arg, ud, &q);
+    unit = serve_store_type_unit(sv->store, q.type);
+    if (unit == NULL) {
+        json_error(r, 404, "no sample of this type");
         return;
     }
     p = serve_pprof_new();
@@ -314,7 +343,8 @@ api_pprof(serve_t *sv, arg_fn arg, void *ud, serve_reply_t *r)
     }
     /* The period of one sample at the default 100 Hz rate; the values
      * carry the exact CPU time anyway. */
-    if (serve_pprof_encode(p, 10000000, &r->body) != 0) {
+    type = nonempty(arg(ud, "type")) != NULL ? arg(ud, "type") : "cpu";
+    if (serve_pprof_encode(p, type, unit, 10000000, &r->body) != 0) {
         serve_pprof_free(p);
         json_error(r, 500, "cannot encode the profile");
         return;
@@ -392,6 +422,29 @@ serve_api_get(serve_t *sv, const char *url, arg_fn arg, void *ud,
         api_flame(sv, arg, ud, 0, r);
     } else if (strcmp(url, "/api/diff") == 0) {
         api_flame(sv, arg, ud, 1, r);
+    } else if (strcmp(url, "/api/types") == 0) {
+        serve_sample_query_t  q;
+        uint8_t               tid[16], sid[8];
+
+        if (sample_query(arg, ud, "", &q, tid, sid, r) != 0) {
+            return;
+        }
+        if (serve_store_types(sv->store, &q, &r->body) != 0) {
+            json_error(r, 500, serve_store_error(sv->store));
+            return;
+        }
+        json_ok(r);
+    } else if (strcmp(url, "/api/memory") == 0) {
+        int64_t  from, to;
+
+        if (time_range(arg, ud, &from, &to, r) != 0) {
+            return;
+        }
+        if (serve_store_memory(sv->store, from, to, &r->body) != 0) {
+            json_error(r, 500, serve_store_error(sv->store));
+            return;
+        }
+        json_ok(r);
     } else if (strcmp(url, "/api/pprof") == 0) {
         api_pprof(sv, arg, ud, r);
     } else if (strcmp(url, "/api/stats") == 0) {

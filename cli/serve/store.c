@@ -15,10 +15,16 @@
 
 /* The version of the schema below, in PRAGMA user_version. 0 with tables:
  * the first schema (one global index per random key); 2: parts without
- * their summaries (the parts table). Others are refused rather than
+ * their summaries (the parts table); 3: CPU samples only (no types
+ * table, the value column named cpu_ns). Others are refused rather than
  * misread. */
-#define SCHEMA_VERSION      3
-#define SCHEMA_VERSION_STR  "3"
+#define SCHEMA_VERSION      4
+#define SCHEMA_VERSION_STR  "4"
+
+/* The sample types a database holds at most (cpu, wall, off_cpu, the
+ * four memory types, ...): a profile of another type beyond them is
+ * refused (counted by the caller). */
+#define TYPES_MAX  64
 
 /* Spans are stored in parts of 32,768 consecutive spans (part, assigned
  * here, ascending) and the indexes on random keys (the trace id, the
@@ -38,7 +44,8 @@
 /* Statements prepared once and reused for every row. */
 enum {
     ST_BEGIN, ST_COMMIT, ST_SPAN,
-    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_PART_PUT, ST_N
+    ST_STACK_PUT, ST_STACK_GET, ST_SAMPLE, ST_KEY_PUT, ST_PART_PUT,
+    ST_TYPE_PUT, ST_N
 };
 
 static const char *const  stmt_sql[ST_N] = {
@@ -55,12 +62,13 @@ static const char *const  stmt_sql[ST_N] = {
     [ST_STACK_GET] = "SELECT id FROM stacks WHERE stack = ?1",
     [ST_SAMPLE] =
         "INSERT INTO samples(time_ns, duration_ns, service, pid, trace_id,"
-        " span_id, span_name, stack_id, count, cpu_ns)"
-        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+        " span_id, span_name, stack_id, count, value, type)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
     [ST_KEY_PUT] = "INSERT INTO attr_keys(id, key) VALUES(?1, ?2)",
     /* The columns of parts in their order: part, max_dur, min_start,
      * max_start, bloom. */
     [ST_PART_PUT] = "INSERT OR REPLACE INTO parts VALUES(?1,?2,?4,?5,?3)",
+    [ST_TYPE_PUT] = "INSERT INTO types(id, name, unit) VALUES(?1, ?2, ?3)",
 };
 
 static const char  pragmas[] =
@@ -96,10 +104,16 @@ static const char  schema[] =
     " max_start INTEGER, bloom BLOB NOT NULL);"
     "CREATE TABLE stacks("
     " id INTEGER PRIMARY KEY, stack TEXT NOT NULL UNIQUE);"
+    /* The sample types (a profile's sample_type), numbered 1, 2, ... as
+     * they come; cpu is 1. A sample's value is in its type's unit. */
+    "CREATE TABLE types("
+    " id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, unit TEXT);"
+    "INSERT INTO types VALUES(1, 'cpu', 'nanoseconds');"
     "CREATE TABLE samples("
     " id INTEGER PRIMARY KEY, time_ns INTEGER, duration_ns INTEGER,"
     " service TEXT, pid INTEGER, trace_id BLOB, span_id BLOB,"
-    " span_name TEXT, stack_id INTEGER, count INTEGER, cpu_ns INTEGER);"
+    " span_name TEXT, stack_id INTEGER, count INTEGER, value INTEGER,"
+    " type INTEGER NOT NULL);"
     "CREATE INDEX samples_span ON samples(span_id);"
     "CREATE INDEX samples_time ON samples(time_ns);"
     "PRAGMA user_version = " SCHEMA_VERSION_STR ";"
@@ -121,6 +135,11 @@ struct serve_store {
      * (what a rollback keeps); a span's attributes packed. */
     serve_keys_t         *keys;
     size_t                keys_at_txn;
+    /* The sample types (types[i] is id i + 1), as many at the start of
+     * the transaction. */
+    char                 *types[TYPES_MAX];
+    char                 *units[TYPES_MAX];
+    size_t                ntypes, types_at_txn;
     sp_buf_t              attrs;
     int                   part_bits;
     /* The parts' summaries; the part spans are added to and the spans
@@ -400,6 +419,104 @@ load_keys(serve_store_t *s)
     return rc == SQLITE_DONE ? 0 : fail(s, "read attr_keys");
 }
 
+static int run(serve_store_t *s, int which, const char *what);
+
+/* The sample types, from the database. */
+static int
+load_types(serve_store_t *s)
+{
+    sqlite3_stmt  *st;
+    int            rc;
+
+    if (sqlite3_prepare_v2(s->db, "SELECT id, name, unit FROM types"
+                           " ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char  *n = (const char *) sqlite3_column_text(st, 1),
+                    *u = (const char *) sqlite3_column_text(st, 2);
+
+        if (n == NULL || s->ntypes == TYPES_MAX
+            || sqlite3_column_int64(st, 0) != (int64_t) s->ntypes + 1
+            || (s->types[s->ntypes] = strdup(n)) == NULL
+            || (s->units[s->ntypes] = strdup(u ? u : "")) == NULL)
+        {
+            sqlite3_finalize(st);
+            snprintf(s->err, sizeof(s->err), "a malformed types table");
+            return -1;
+        }
+        s->ntypes++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "read types");
+}
+
+static void
+types_truncate(serve_store_t *s, size_t n)
+{
+    while (s->ntypes > n) {
+        s->ntypes--;
+        free(s->types[s->ntypes]);
+        free(s->units[s->ntypes]);
+        s->types[s->ntypes] = s->units[s->ntypes] = NULL;
+    }
+}
+
+int
+serve_store_type_find(const serve_store_t *s, const char *name)
+{
+    size_t  i;
+
+    for (i = 0; i < s->ntypes; i++) {
+        if (strcmp(s->types[i], name) == 0) {
+            return (int) i + 1;
+        }
+    }
+    return 0;
+}
+
+const char *
+serve_store_type_unit(const serve_store_t *s, int type)
+{
+    return type >= 1 && (size_t) type <= s->ntypes ? s->units[type - 1]
+                                                    : NULL;
+}
+
+int
+serve_store_type(serve_store_t *s, const char *name, const char *unit)
+{
+    int     id = serve_store_type_find(s, name);
+    size_t  n = s->ntypes;
+
+    if (id > 0) {
+        return id;
+    }
+    if (n == TYPES_MAX || !s->in_txn) {
+        snprintf(s->err, sizeof(s->err), "too many sample types (%d)",
+                 TYPES_MAX);
+        return 0;
+    }
+    if ((s->types[n] = strdup(name)) == NULL
+        || (s->units[n] = strdup(unit ? unit : "")) == NULL)
+    {
+        free(s->types[n]);
+        s->types[n] = NULL;
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    s->ntypes++;
+    sqlite3_bind_int64(s->st[ST_TYPE_PUT], 1, (int64_t) n + 1);
+    sqlite3_bind_text(s->st[ST_TYPE_PUT], 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s->st[ST_TYPE_PUT], 3, unit ? unit : "", -1,
+                      SQLITE_STATIC);
+    if (run(s, ST_TYPE_PUT, "insert a sample type") != 0) {
+        types_truncate(s, n);
+        return -1;
+    }
+    return (int) n + 1;
+}
+
 serve_store_t *
 serve_store_open(const char *dir, char *err, size_t errlen)
 {
@@ -466,7 +583,7 @@ serve_store_open(const char *dir, char *err, size_t errlen)
                  version, SCHEMA_VERSION);
         goto failed;
     }
-    if (load_keys(s) != 0) {
+    if (load_keys(s) != 0 || load_types(s) != 0) {
         snprintf(err, errlen, "cannot read %s: %s", path, s->err);
         goto failed;
     }
@@ -520,6 +637,7 @@ serve_store_close(serve_store_t *s)
     }
     sqlite3_close(s->db);
     serve_keys_free(s->keys);
+    types_truncate(s, 0);
     sp_buf_free(&s->attrs);
     sp_buf_free(&s->enc);
     serve_part_map_free(&s->parts);
@@ -577,6 +695,7 @@ serve_store_begin(serve_store_t *s)
         s->open_ns = mono_ns();
         s->pending_rows = 0;
         s->keys_at_txn = serve_keys_count(s->keys);
+        s->types_at_txn = s->ntypes;
     }
     return 0;
 }
@@ -593,6 +712,7 @@ serve_store_flush(serve_store_t *s)
         s->stats.rows_lost += s->pending_rows;
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         serve_keys_truncate(s->keys, s->keys_at_txn);
+        types_truncate(s, s->types_at_txn);
         parts_rolled_back(s);
         return -1;
     }
@@ -623,6 +743,7 @@ serve_store_rollback(serve_store_t *s)
         s->stats.rows_lost += s->pending_rows;
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         serve_keys_truncate(s->keys, s->keys_at_txn);
+        types_truncate(s, s->types_at_txn);
         parts_rolled_back(s);
     }
     s->stats.batches_failed++;
@@ -824,7 +945,8 @@ serve_store_add_sample(serve_store_t *s, const serve_sample_t *sa)
     bind_text(st, 7, sa->span_name);
     sqlite3_bind_int64(st, 8, id);
     sqlite3_bind_int64(st, 9, sa->count);
-    sqlite3_bind_int64(st, 10, sa->cpu_ns);
+    sqlite3_bind_int64(st, 10, sa->value);
+    sqlite3_bind_int64(st, 11, sa->type > 0 ? sa->type : SERVE_TYPE_CPU);
     if (run(s, ST_SAMPLE, "insert a sample") != 0) {
         return -1;
     }
@@ -1291,6 +1413,39 @@ done:
     return rc;
 }
 
+/* *v := the integer after key in the JSON object out[at..] (the span's
+ * attributes as serve_attrs_json wrote them: keys escaped, so a key's
+ * quoted text appears only as that key), when there is one. */
+static void
+attr_time(const sp_buf_t *out, size_t at, const char *key, int64_t *v)
+{
+    const char  *p = (const char *) out->data + at,
+                *end = (const char *) out->data + out->len;
+    size_t       klen = strlen(key);
+    char        *e;
+    long long    x;
+
+    for (; p + klen < end; p++) {
+        if (memcmp(p, key, klen) == 0) {
+            char  num[24];
+            size_t  n = 0;
+
+            p += klen;
+            while (p < end && n < sizeof(num) - 1
+                   && (*p == '-' || (*p >= '0' && *p <= '9')))
+            {
+                num[n++] = *p++;
+            }
+            num[n] = '\0';
+            x = strtoll(num, &e, 10);
+            if (n > 0 && *e == '\0' && x >= 0) {
+                *v = x;
+            }
+            return;
+        }
+    }
+}
+
 int
 serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_t *out)
@@ -1307,9 +1462,17 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_append_str(&sql,
         "SELECT " SPAN_COLS ", attrs,"
         " (SELECT total(count) FROM samples a"
-        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id),"
-        " (SELECT total(cpu_ns) FROM samples a"
-        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id)"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id"
+        "  AND a.type = 1),"
+        " (SELECT total(value) FROM samples a"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id"
+        "  AND a.type = 1),"
+        " (SELECT sum(value) FROM samples a"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id"
+        "  AND a.type = ?3),"
+        " (SELECT sum(value) FROM samples a"
+        "  WHERE a.span_id = s.span_id AND a.trace_id = s.trace_id"
+        "  AND a.type = ?4)"
         " FROM spans s WHERE part IN (");
     if (parts_of_trace(s, trace_key(trace_id), &sql) == 0) {
         sp_buf_free(&sql);
@@ -1331,15 +1494,40 @@ serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     }
     sqlite3_bind_blob(st, 1, trace_id, 16, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, trace_key(trace_id));
+    sqlite3_bind_int64(st, 3, serve_store_type_find(s, "wall"));
+    sqlite3_bind_int64(st, 4, serve_store_type_find(s, "off_cpu"));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        size_t   at;
+        int64_t  v[3];
+
         sp_buf_append_str(out, n++ ? ",{" : "{");
         span_members(out, st, 0);
         sp_buf_append_str(out, ",\"attributes\":");
+        at = out->len;
         serve_attrs_json(out, sqlite3_column_blob(st, 13),
                          (size_t) sqlite3_column_bytes(st, 13), s->keys);
+        /* The times the module measured for the span (its attributes)
+         * when it sent them; else the sum of its samples (wall, off_cpu:
+         * null when none came). */
+        v[0] = sqlite3_column_int64(st, 15);
+        v[1] = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1
+               : sqlite3_column_int64(st, 16);
+        v[2] = sqlite3_column_type(st, 17) == SQLITE_NULL ? -1
+               : sqlite3_column_int64(st, 17);
+        attr_time(out, at, "\"spanprof.cpu_time_ns\":", &v[0]);
+        attr_time(out, at, "\"spanprof.wall_time_ns\":", &v[1]);
+        attr_time(out, at, "\"spanprof.off_cpu_time_ns\":", &v[2]);
         sp_buf_appendf(out, ",\"cpu_samples\":%" PRId64 ",\"cpu_ns\":%"
-                       PRId64 "}", (int64_t) sqlite3_column_int64(st, 14),
-                       (int64_t) sqlite3_column_int64(st, 15));
+                       PRId64, (int64_t) sqlite3_column_int64(st, 14), v[0]);
+        for (int i = 1; i < 3; i++) {
+            sp_buf_appendf(out, i == 1 ? ",\"wall_ns\":" : ",\"off_cpu_ns\":");
+            if (v[i] < 0) {
+                sp_buf_append_str(out, "null");
+            } else {
+                sp_buf_appendf(out, "%" PRId64, v[i]);
+            }
+        }
+        sp_buf_append_char(out, '}');
     }
     sp_buf_append_str(out, "]}");
     sqlite3_finalize(st);
@@ -1357,11 +1545,12 @@ serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
     int            rc, n = 0;
 
     if (sqlite3_prepare_v2(s->db,
-            "SELECT pid, max(service), total(count), total(cpu_ns),"
-            " total(CASE WHEN span_id IS NULL THEN 0 ELSE cpu_ns END),"
+            "SELECT pid, max(service), total(count), total(value),"
+            " total(CASE WHEN span_id IS NULL THEN 0 ELSE value END),"
             " min(time_ns), max(time_ns + duration_ns)"
             " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2"
-            " GROUP BY pid ORDER BY total(cpu_ns) DESC LIMIT 1000",
+            " AND type = 1"
+            " GROUP BY pid ORDER BY total(value) DESC LIMIT 1000",
             -1, &st, NULL) != SQLITE_OK)
     {
         return fail(s, "prepare");
@@ -1387,38 +1576,26 @@ serve_store_workers(serve_store_t *s, int64_t from_ns, int64_t to_ns,
     return rc == SQLITE_DONE ? 0 : fail(s, "list workers");
 }
 
-int
-serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
-    serve_stack_fn fn, void *ud)
+/* The samples a query selects: the conditions on samples a (bound by
+ * bind_selection), without the type. */
+static const char *
+selection_where(const serve_sample_query_t *q)
 {
-    sqlite3_stmt  *st;
-    const char    *sql;
-    int            rc;
-
     if (q->span_id != NULL) {
-        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns), 1"
-              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
-              " WHERE a.span_id = ?1 AND a.trace_id = ?2"
-              " GROUP BY a.stack_id";
-    } else if (q->route != NULL) {
-        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns), 1"
-              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
-              " WHERE a.span_id IN (SELECT span_id FROM spans"
-              "  WHERE service IS ?3 AND route = ?4 AND kind = 2"
-              "  AND start_ns >= ?5 AND start_ns < ?6"
-              "  AND end_ns - start_ns >= ?7 AND end_ns - start_ns < ?8)"
-              " GROUP BY a.stack_id";
-    } else {
-        sql = "SELECT k.stack, total(a.count), total(a.cpu_ns),"
-              " a.span_id IS NOT NULL"
-              " FROM samples a JOIN stacks k ON k.id = a.stack_id"
-              " WHERE a.time_ns >= ?5 AND a.time_ns < ?6"
-              " AND (?9 = 0 OR a.pid = ?9)"
-              " GROUP BY a.stack_id, a.span_id IS NOT NULL";
+        return " a.span_id = ?1 AND a.trace_id = ?2";
     }
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        return fail(s, "prepare");
+    if (q->route != NULL) {
+        return " a.span_id IN (SELECT span_id FROM spans"
+               "  WHERE service IS ?3 AND route = ?4 AND kind = 2"
+               "  AND start_ns >= ?5 AND start_ns < ?6"
+               "  AND end_ns - start_ns >= ?7 AND end_ns - start_ns < ?8)";
     }
+    return " a.time_ns >= ?5 AND a.time_ns < ?6 AND (?9 = 0 OR a.pid = ?9)";
+}
+
+static void
+bind_selection(sqlite3_stmt *st, const serve_sample_query_t *q)
+{
     if (q->span_id != NULL) {
         sqlite3_bind_blob(st, 1, q->span_id, 8, SQLITE_STATIC);
         sqlite3_bind_blob(st, 2, q->trace_id, 16, SQLITE_STATIC);
@@ -1431,6 +1608,56 @@ serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
     sqlite3_bind_int64(st, 8, q->max_duration_ns > 0 ? q->max_duration_ns
                                                     : INT64_MAX);
     sqlite3_bind_int64(st, 9, q->pid);
+    sqlite3_bind_int64(st, 10, q->type != 0 ? q->type : SERVE_TYPE_CPU);
+}
+
+/* A type whose samples are each a snapshot (in-use memory), not a sum of
+ * events over their interval. */
+static int
+is_gauge(const serve_store_t *s, int type)
+{
+    return type >= 1 && (size_t) type <= s->ntypes
+           && strncmp(s->types[type - 1], "inuse_", 6) == 0;
+}
+
+int
+serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
+    serve_stack_fn fn, void *ud)
+{
+    sqlite3_stmt  *st;
+    sp_buf_t       sql;
+    int            rc, all = q->span_id == NULL && q->route == NULL;
+
+    sp_buf_init(&sql);
+    sp_buf_append_str(&sql, "SELECT k.stack, total(a.count), total(a.value), ");
+    sp_buf_append_str(&sql, all ? "a.span_id IS NOT NULL" : "1");
+    sp_buf_append_str(&sql, " FROM samples a JOIN stacks k"
+                      " ON k.id = a.stack_id WHERE");
+    sp_buf_append_str(&sql, selection_where(q));
+    sp_buf_append_str(&sql, " AND a.type = ?10");
+    if (is_gauge(s, q->type)) {
+        /* Snapshots do not add up over time: each worker's latest one in
+         * the selection. */
+        sp_buf_append_str(&sql, " AND a.time_ns = (SELECT max(b.time_ns)"
+                          " FROM samples b WHERE b.pid = a.pid"
+                          " AND b.type = a.type AND b.time_ns >= ?5"
+                          " AND b.time_ns < ?6)");
+    }
+    sp_buf_append_str(&sql, all
+                      ? " GROUP BY a.stack_id, a.span_id IS NOT NULL"
+                      : " GROUP BY a.stack_id");
+    sp_buf_append_char(&sql, '\0');
+    if (sp_buf_failed(&sql)) {
+        sp_buf_free(&sql);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    rc = sqlite3_prepare_v2(s->db, (const char *) sql.data, -1, &st, NULL);
+    sp_buf_free(&sql);
+    if (rc != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    bind_selection(st, q);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (fn(ud, (const char *) sqlite3_column_text(st, 0),
                sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
@@ -1442,4 +1669,97 @@ serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : fail(s, "read samples");
+}
+
+int
+serve_store_types(serve_store_t *s, const serve_sample_query_t *q,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    sp_buf_t       sql;
+    int            rc, n = 0;
+
+    sp_buf_init(&sql);
+    sp_buf_append_str(&sql, "SELECT a.type, total(a.value), total(a.count)"
+                      " FROM samples a WHERE");
+    sp_buf_append_str(&sql, selection_where(q));
+    sp_buf_append_str(&sql, " AND ?10 = ?10 GROUP BY a.type ORDER BY a.type");
+    sp_buf_append_char(&sql, '\0');
+    if (sp_buf_failed(&sql)) {
+        sp_buf_free(&sql);
+        snprintf(s->err, sizeof(s->err), "out of memory");
+        return -1;
+    }
+    rc = sqlite3_prepare_v2(s->db, (const char *) sql.data, -1, &st, NULL);
+    sp_buf_free(&sql);
+    if (rc != SQLITE_OK) {
+        return fail(s, "prepare");
+    }
+    bind_selection(st, q);
+    sp_buf_append_char(out, '[');
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int  t = sqlite3_column_int(st, 0);
+
+        if (t < 1 || (size_t) t > s->ntypes) {
+            continue;
+        }
+        sp_buf_append_str(out, n++ ? ",{\"type\":" : "{\"type\":");
+        serve_json_str(out, s->types[t - 1]);
+        sp_buf_append_str(out, ",\"unit\":");
+        serve_json_str(out, s->units[t - 1]);
+        sp_buf_appendf(out, ",\"gauge\":%s,\"value\":%lld,\"samples\":%lld}",
+                       is_gauge(s, t) ? "true" : "false",
+                       (long long) sqlite3_column_int64(st, 1),
+                       (long long) sqlite3_column_int64(st, 2));
+    }
+    sp_buf_append_char(out, ']');
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "list sample types");
+}
+
+int
+serve_store_memory(serve_store_t *s, int64_t from_ns, int64_t to_ns,
+    sp_buf_t *out)
+{
+    sqlite3_stmt  *st;
+    int            rc, n = 0, type = serve_store_type_find(s, "inuse_space");
+    int64_t        pid = 0;
+
+    sp_buf_append_char(out, '[');
+    if (type == 0) {
+        sp_buf_append_char(out, ']');
+        return 0;
+    }
+    /* Each profile of a worker is one snapshot: its samples' sum. */
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT pid, max(service), time_ns, total(value) FROM samples"
+            " WHERE type = ?3 AND time_ns >= ?1 AND time_ns < ?2"
+            " GROUP BY pid, time_ns ORDER BY pid, time_ns LIMIT 100000",
+            -1, &st, NULL) != SQLITE_OK)
+    {
+        return fail(s, "prepare");
+    }
+    sqlite3_bind_int64(st, 1, from_ns);
+    sqlite3_bind_int64(st, 2, to_ns);
+    sqlite3_bind_int64(st, 3, type);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t  p = sqlite3_column_int64(st, 0);
+
+        if (n == 0 || p != pid) {
+            sp_buf_appendf(out, "%s{\"pid\":%lld,\"service\":",
+                           n ? "]}," : "", (long long) p);
+            col_json_str(out, st, 1);
+            sp_buf_append_str(out, ",\"points\":[");
+            pid = p;
+        } else {
+            sp_buf_append_char(out, ',');
+        }
+        sp_buf_appendf(out, "[%lld,%lld]",
+                       (long long) sqlite3_column_int64(st, 2),
+                       (long long) sqlite3_column_int64(st, 3));
+        n++;
+    }
+    sp_buf_append_str(out, n ? "]}]" : "]");
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "list in-use memory");
 }

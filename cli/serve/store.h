@@ -46,8 +46,12 @@ typedef struct {
     size_t       attrs_len;
 } serve_span_t;
 
+/* The sample type every database has, number 1: cpu/nanoseconds. */
+#define SERVE_TYPE_CPU  1
+
 /* One aggregated sample: a stack (root first, frames joined by ';') and
- * its count and CPU time, in the labels it was taken under. */
+ * its count and value (in its type's unit: CPU nanoseconds for cpu), in
+ * the labels it was taken under. */
 typedef struct {
     int64_t      time_ns;           /* the profile's start */
     int64_t      duration_ns;       /* the profile's length */
@@ -58,7 +62,8 @@ typedef struct {
     const char  *span_name;
     const char  *stack;             /* "main;ngx_...;leaf" */
     int64_t      count;
-    int64_t      cpu_ns;
+    int64_t      value;
+    int          type;              /* serve_store_type(); 0: cpu */
 } serve_sample_t;
 
 typedef struct {
@@ -90,6 +95,14 @@ void serve_store_rollback(serve_store_t *s);
 int serve_store_flush(serve_store_t *s);
 int serve_store_add_span(serve_store_t *s, const serve_span_t *span);
 int serve_store_add_sample(serve_store_t *s, const serve_sample_t *sample);
+/* The number of sample type `name` (a profile's sample_type, e.g. cpu,
+ * wall, off_cpu, inuse_space; unit as it came), added in the open batch
+ * when new: > 0; 0 when the database holds as many types as it can (the
+ * profile is to be refused), -1 on a store failure. */
+int serve_store_type(serve_store_t *s, const char *name, const char *unit);
+/* The number of a known type (0: none such), its unit (NULL: none). */
+int serve_store_type_find(const serve_store_t *s, const char *name);
+const char *serve_store_type_unit(const serve_store_t *s, int type);
 const char *serve_store_error(const serve_store_t *s);
 
 /* Retention: deletes spans and samples older than now_ns - max_age_ns
@@ -120,8 +133,11 @@ int serve_store_services(serve_store_t *s, sp_buf_t *out);
  * per trace whose root SERVER span (or first span) matches. */
 int serve_store_traces(serve_store_t *s, const serve_trace_query_t *q,
     sp_buf_t *out);
-/* {"trace_id":..,"spans":[{..., "cpu_samples":N,"cpu_ns":N}, ...]};
- * 1 when the trace is unknown. */
+/* {"trace_id":..,"spans":[{..., "cpu_samples":N,"cpu_ns":N,"wall_ns":N,
+ * "off_cpu_ns":N}, ...]}: the times from the span's spanprof.*_time_ns
+ * attributes when it has them, else from its samples (wall_ns and
+ * off_cpu_ns null when it has none of the type); 1 when the trace is
+ * unknown. */
 int serve_store_trace(serve_store_t *s, const uint8_t trace_id[16],
     sp_buf_t *out);
 
@@ -142,11 +158,25 @@ typedef struct {
     int64_t        from_ns, to_ns;  /* sample time / request start */
     int64_t        pid;             /* a worker (0: any), no span filter */
     int            whole;           /* every sample of the range */
+    int            type;            /* samples of this type (0: cpu) */
 } serve_sample_query_t;
 
-/* Calls fn once per distinct stack of the selected samples. */
+/* [{"type":"cpu","unit":"nanoseconds","gauge":false,"value":N,
+ *   "samples":N}, ...]: the types of the samples a query selects (its
+ * type ignored). gauge: each profile is a snapshot (inuse_*). */
+int serve_store_types(serve_store_t *s, const serve_sample_query_t *q,
+    sp_buf_t *out);
+/* [{"pid":N,"service":..,"points":[[time_ns,bytes],...]}, ...]: each
+ * worker's in-use memory (its inuse_space profiles' sums) in [from, to),
+ * by profile; [] when none came. */
+int serve_store_memory(serve_store_t *s, int64_t from_ns, int64_t to_ns,
+    sp_buf_t *out);
+
+/* Calls fn once per distinct stack of the selected samples of the query's
+ * type (of a gauge type, each worker's latest profile in the range); the
+ * value is in the type's unit. */
 typedef int (*serve_stack_fn)(void *ud, const char *stack, int64_t count,
-    int64_t cpu_ns, int in_request);
+    int64_t value, int in_request);
 int serve_store_stacks(serve_store_t *s, const serve_sample_query_t *q,
     serve_stack_fn fn, void *ud);
 

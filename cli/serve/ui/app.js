@@ -1,6 +1,8 @@
-// spanprof serve's UI: search traces, a trace's waterfall with CPU per
-// span, flame graphs (a span, a route, a worker) and diffs. Every value
-// from the data goes into the page as text (textContent), never as HTML.
+// spanprof serve's UI: search traces, a trace's waterfall with CPU and
+// off-CPU per span, flame graphs (a span, a route, a worker) and diffs of
+// any profile type the data holds (cpu, wall, off_cpu, in-use memory...),
+// workers with their in-use memory over time. Every value from the data
+// goes into the page as text (textContent), never as HTML.
 'use strict';
 
 const view = document.getElementById('view');
@@ -36,6 +38,14 @@ async function api(path, params) {
 }
 
 const ms = ns => (ns / 1e6).toFixed(ns < 1e7 ? 2 : 1) + ' ms';
+const bytes = b => b >= 1048576 ? (b / 1048576).toFixed(1) + ' MiB'
+  : b >= 1024 ? (b / 1024).toFixed(1) + ' KiB' : b + ' B';
+// A value in a type's unit, as text.
+const inUnit = unit => unit === 'nanoseconds' ? ms : unit === 'bytes' ? bytes
+  : v => String(v) + (unit && unit !== 'count' ? ' ' + unit : '');
+const typeLabel = t => ({ cpu: 'CPU', wall: 'wall-clock', off_cpu: 'off-CPU',
+  inuse_space: 'in-use memory', inuse_objects: 'in-use objects',
+  alloc_space: 'allocated memory', alloc_objects: 'allocated objects' })[t] || t;
 const when = ns => new Date(ns / 1e6).toISOString().replace('T', ' ').slice(0, 23);
 const hashParams = () => new URLSearchParams(location.hash.split('?')[1] || '');
 const go = (path, params) => {
@@ -126,14 +136,17 @@ async function tracePage(id) {
         el('td', { text: s.service || '' }),
         el('td', { text: (s.method || '') + ' ' + (s.route || s.target || '') }),
         el('td', { class: 'num', text: s.http_status || '' }),
-        el('td', { class: 'num', text: ms(s.duration_ns) }),
-        el('td', { class: 'num cpu', text: ms(s.cpu_ns) }),
+        el('td', { class: 'num wall', text: ms(s.duration_ns) }),
+        el('td', { class: 'num cpu', 'data-ns': s.cpu_ns, text: ms(s.cpu_ns) }),
+        el('td', { class: 'num off-cpu', 'data-ns': s.off_cpu_ns === null ? '' : s.off_cpu_ns,
+          text: s.off_cpu_ns === null || s.off_cpu_ns === undefined ? '' : ms(s.off_cpu_ns) }),
         el('td', { class: 'num', text: s.cpu_samples }),
         el('td', {}, el('div', { class: 'wf' }, bar))));
     }
-    view.append(el('p', {}, 'Click a span for the flame graph of its own CPU samples.'));
+    view.append(el('p', {}, 'Click a span for the flame graph of its own samples (CPU, or another profile type it has). ' +
+      'Off-CPU: the time its worker was blocked (wall-clock profiling); empty when not measured.'));
     view.append(el('table', { id: 'waterfall' },
-      el('thead', {}, el('tr', {}, ...['span', 'service', 'route', 'status', 'wall', 'CPU', 'samples', '']
+      el('thead', {}, el('tr', {}, ...['span', 'service', 'route', 'status', 'wall', 'CPU', 'off-CPU', 'samples', '']
         .map(h => el('th', { text: h })))), tb));
     const root = t.spans.find(s => s.kind === 2 && s.route);
     if (root) {
@@ -157,7 +170,9 @@ function hue(name) {
 
 // Draws tree (nodes {n, t:[cpu...], s:[samples...], c:[...]}) into box,
 // root at the bottom; diff colours red where side 0 spends a larger share.
-function flame(box, tree, diff) {
+function flame(box, tree, diff, unit, what) {
+  const fmt = inUnit(unit || 'nanoseconds');
+  what = what || 'CPU';
   const rowH = 17;
   let zoom = tree;
   const parent = new Map();
@@ -209,9 +224,9 @@ function flame(box, tree, diff) {
       f.addEventListener('click', () => { zoom = n === zoom && parent.get(n) ? parent.get(n) : n; draw(); });
       f.addEventListener('mousemove', ev => {
         const self = n.t[0] - (n.c || []).reduce((s, c) => s + c.t[0], 0);
-        let text = n.n + '\ntotal ' + ms(n.t[0]) + ' CPU (' + (100 * n.t[0] / total0).toFixed(2) + '%)' +
-          ', self ' + ms(self) + ', ' + n.s[0] + ' samples';
-        if (diff) text += '\nbase ' + ms(n.t[1]) + ' (' + (100 * n.t[1] / total1).toFixed(2) + '%)';
+        let text = n.n + '\ntotal ' + fmt(n.t[0]) + ' ' + what + ' (' + (100 * n.t[0] / total0).toFixed(2) + '%)' +
+          ', self ' + fmt(self) + ', ' + n.s[0] + ' samples';
+        if (diff) text += '\nbase ' + fmt(n.t[1]) + ' (' + (100 * n.t[1] / total1).toFixed(2) + '%)';
         tip.textContent = text;
         tip.style.whiteSpace = 'pre';
         tip.style.left = (ev.clientX + 12) + 'px';
@@ -238,12 +253,28 @@ function flame(box, tree, diff) {
     for (const f of graph.children) {
       f.classList.toggle('match', !!term && f.dataset.name.toLowerCase().includes(term));
     }
-    matched.textContent = term ? 'matched: ' + (100 * sum / total0).toFixed(2) + '% of CPU (' + ms(sum) + ')' : '';
+    matched.textContent = term ? 'matched: ' + (100 * sum / total0).toFixed(2) + '% of ' + what + ' (' + fmt(sum) + ')' : '';
   }
 
   search.addEventListener('input', highlight);
   reset.addEventListener('click', () => { zoom = tree; draw(); });
   draw();
+}
+
+// A choice of the profile types the selection sel has (/api/types): only
+// those present, the current one chosen; picking one reloads the page
+// with ?type=. Its options say the type's name and its total.
+async function typeSelector(sel, p, path) {
+  const types = await api('/api/types', sel);
+  const cur = p.type || 'cpu';
+  const box = el('select', { id: 'type-select', 'data-types': types.map(t => t.type).join(',') });
+  for (const t of types) {
+    box.append(el('option', { value: t.type, text: typeLabel(t.type) + ' (' + t.type + ', ' + inUnit(t.unit)(t.value) + ')' }));
+  }
+  if (!types.some(t => t.type === cur)) box.append(el('option', { value: cur, text: typeLabel(cur) + ' (none)' }));
+  box.value = cur;
+  box.addEventListener('change', () => go(path, Object.assign({}, p, { type: box.value })));
+  return el('label', { class: 'types', text: 'profile type ' }, box);
 }
 
 async function flamePage() {
@@ -255,16 +286,22 @@ async function flamePage() {
   else title = 'worker profile' + (p.pid ? ' of pid ' + p.pid : 's');
   crumbs.textContent = 'flame graph: ' + title;
   try {
+    const sel = Object.assign({}, p);
+    delete sel.type;
+    const chooser = await typeSelector(sel, p, '#/flame');
     const r = await api('/api/flame', p);
-    view.append(el('h3', { id: 'flame-title', text: 'CPU of ' + title + ': ' + ms(r.tree.t[0]) + ', ' + r.tree.s[0] + ' samples' }));
+    const what = typeLabel(r.type), fmt = inUnit(r.unit);
+    view.append(chooser);
+    view.append(el('h3', { id: 'flame-title', 'data-type': r.type, 'data-total': r.tree.t[0],
+      text: what + ' of ' + title + ': ' + fmt(r.tree.t[0]) + ', ' + r.tree.s[0] + ' samples' }));
     const dl = new URLSearchParams(p);
     if (token) dl.set('token', token);
     view.append(el('p', {},
       p.trace ? el('a', { href: '#/trace/' + p.trace, text: 'back to the trace' }) : '',
       p.trace ? ' · ' : '',
       el('a', { href: '/api/pprof?' + dl, id: 'pprof-link', download: 'spanprof.pb.gz', text: 'Download pprof (go tool pprof)' })));
-    if (!r.tree.s[0]) view.append(el('p', { class: 'muted', text: 'No CPU sample in this selection.' }));
-    flame(view, r.tree, false);
+    if (!r.tree.s[0]) view.append(el('p', { class: 'muted', text: 'No ' + what + ' sample in this selection.' }));
+    flame(view, r.tree, false, r.unit, what);
   } catch (e) { fail(e); }
 }
 
@@ -282,11 +319,15 @@ async function diffPage() {
     title = p.route + ': ' + p.since + '..' + (p.until || 'now') + ' (red) against ' + p.base_since + '..' + (p.base_until || '');
   }
   crumbs.textContent = 'diff: ' + p.route;
+  q.type = p.type;
   try {
+    const chooser = await typeSelector({ service: p.service, route: p.route, since: p.since, until: p.until }, p, '#/diff');
     const r = await api('/api/diff', q);
-    view.append(el('h3', { id: 'diff-title', text: title }));
-    view.append(el('p', { class: 'muted', text: 'Widths: the first selection (' + ms(r.tree.t[0]) + ' CPU); red: a larger share than in the base (' + ms(r.tree.t[1]) + ' CPU), blue: a smaller one.' }));
-    flame(view, r.tree, true);
+    const what = typeLabel(r.type), fmt = inUnit(r.unit);
+    view.append(chooser);
+    view.append(el('h3', { id: 'diff-title', 'data-type': r.type, text: title + ' · ' + what }));
+    view.append(el('p', { class: 'muted', text: 'Widths: the first selection (' + fmt(r.tree.t[0]) + ' ' + what + '); red: a larger share than in the base (' + fmt(r.tree.t[1]) + ' ' + what + '), blue: a smaller one.' }));
+    flame(view, r.tree, true, r.unit, what);
   } catch (e) { fail(e); }
 }
 
@@ -313,7 +354,49 @@ async function workersPage() {
       el('thead', {}, el('tr', {}, ...['pid', 'service', 'CPU', 'in requests', 'samples', 'seen']
         .map(h => el('th', { text: h })))), tb));
     if (!ws.length) view.append(el('p', { class: 'muted', text: 'No profile in this time range.' }));
+    await memorySection(p.since || '-1h', p.until);
   } catch (e) { fail(e); }
+}
+
+// In-use memory per worker over time (inuse_space profiles): a small
+// chart and the latest value per worker, and a link to its in-use flame
+// graph by stack; says so when no memory profile came.
+async function memorySection(since, until) {
+  view.append(el('h3', { text: 'In-use memory' }));
+  const mem = await api('/api/memory', { since, until });
+  if (!mem.length) {
+    view.append(el('p', { class: 'muted', id: 'memory-none',
+      text: 'No memory profile received in this time range: in-use memory shows here once the modules export inuse_space profiles.' }));
+    return;
+  }
+  const tb = el('tbody');
+  const t0 = Math.min(...mem.map(w => w.points[0][0]));
+  const t1 = Math.max(...mem.map(w => w.points[w.points.length - 1][0]));
+  for (const w of mem) {
+    const vals = w.points.map(x => x[1]);
+    const max = Math.max(1, ...vals);
+    const W = 240, H = 36;
+    const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.setAttribute('width', W); svg.setAttribute('height', H);
+    svg.setAttribute('class', 'memory-chart');
+    const line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+    line.setAttribute('fill', 'none'); line.setAttribute('stroke', '#c44');
+    line.setAttribute('points', w.points.map(([t, v]) =>
+      ((t1 > t0 ? (t - t0) / (t1 - t0) : 0.5) * (W - 2) + 1).toFixed(1) + ',' + (H - 1 - v / max * (H - 2)).toFixed(1)).join(' '));
+    svg.append(line);
+    const last = vals[vals.length - 1];
+    tb.append(el('tr', { class: 'memory-row', 'data-pid': w.pid, 'data-bytes': last, 'data-points': w.points.length },
+      el('td', { class: 'num', text: w.pid }),
+      el('td', { text: w.service || '' }),
+      el('td', { class: 'num', text: bytes(last) }),
+      el('td', { class: 'num', text: bytes(Math.max(...vals)) }),
+      el('td', {}, svg),
+      el('td', {}, el('a', { class: 'memory-flame', href: '#/flame?' + new URLSearchParams({ pid: w.pid, since, type: 'inuse_space' }),
+        text: 'in-use flame graph' }))));
+  }
+  view.append(el('table', { id: 'memory' },
+    el('thead', {}, el('tr', {}, ...['pid', 'service', 'in use (latest)', 'peak', 'over time', '']
+      .map(h => el('th', { text: h })))), tb));
 }
 
 function route() {
