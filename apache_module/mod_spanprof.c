@@ -461,9 +461,7 @@ spanprof_set_profiling_types(cmd_parms *cmd, void *dummy, int argc,
         } else if (strcasecmp(argv[i], "wall") == 0) {
             t = SP_SAMPLER_TYPE_WALL;
         } else if (strcasecmp(argv[i], "memory") == 0) {
-            return apr_psprintf(cmd->pool, "%s: \"memory\": memory "
-                                "profiling is not supported by this build "
-                                "yet", cmd->cmd->name);
+            t = SP_SAMPLER_TYPE_MEMORY;
         } else {
             return apr_psprintf(cmd->pool, "%s: invalid profiling type "
                                 "\"%s\" (cpu, wall, memory)", cmd->cmd->name,
@@ -494,8 +492,8 @@ spanprof_set_profiling_wall_rate(cmd_parms *cmd, void *dummy,
 }
 
 
-/* OtelProfilingMemoryInterval SIZE: bytes allocated between two memory
- * samples (parsed and kept for memory profiling). */
+/* OtelProfilingMemoryInterval SIZE: the mean bytes allocated between two
+ * memory samples (1k .. 1g). */
 static const char *
 spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
     const char *arg)
@@ -517,10 +515,10 @@ spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
         }
     }
     if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
-        || v == 0 || v > (1ull << 30) / unit)
+        || v == 0 || v > (1ull << 30) / unit || v * unit < 1024)
     {
         return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
-                            "bytes (k, m or g after the number) from 1 to "
+                            "bytes (k, m or g after the number) from 1k to "
                             "1g", cmd->cmd->name, arg);
     }
     spanprof_srv(cmd)->profiling_memory_interval = (apr_int64_t) (v * unit);
@@ -1529,6 +1527,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
         }
         if (sc->profiling_types == 0) {
             sc->profiling_types = SP_SAMPLER_TYPE_CPU;
+        }
+        if (sc->profiling_memory_interval == SPANPROF_UNSET) {
+            sc->profiling_memory_interval = 512 * 1024;
         }
         if (spanprof_profiling_start(s, sc) == 0) {
             /* A child started while the API paused profiling (or set
