@@ -30,7 +30,7 @@ my $CONF = <<'EOF';
 otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
 otel_service_name prof-memory;
 otel_profiling_types cpu memory;
-otel_profiling_memory_interval 64k;
+otel_profiling_memory_interval 16k;
 otel_profiling_interval 400ms;
 server {
     listen 127.0.0.1:%%PORT%%;
@@ -83,7 +83,7 @@ ok(($js_samples // 0) > 0, "memory_samples in JSON: " . ($js_samples // 'none'))
 ok(($prom_samples // 0) > 0, "memory_samples in Prometheus: " . ($prom_samples // 'none'));
 ok counter('memory_hooked_objects') >= 3, 'memory_hooked_objects: ' . counter('memory_hooked_objects');
 is counter('memory_profiling'), 1, 'memory_profiling 1';
-is counter('memory_interval_bytes'), 65536, 'memory_interval_bytes 65536';
+is counter("memory_interval_bytes"), 16384, "memory_interval_bytes 16384";
 
 # the control API switches memory sampling off, then on again
 subtest 'control API: memory off and on' => sub {
@@ -135,7 +135,7 @@ for my $f (@alloc_files) {
     is_deeply $m->{sample_types}, ['alloc_objects/count', 'alloc_space/bytes'],
         'alloc: sample types alloc_objects/count, alloc_space/bytes';
     is $m->{period_type}, 'space/bytes', 'alloc: period type space/bytes';
-    is $m->{period}, 65536, 'alloc: period 65536 (the interval)';
+    is $m->{period}, 16384, "alloc: period 16384 (the interval)";
     push @as, pprof_samples($p);
 }
 my $diag = stacks_summary(\@as, 15);
