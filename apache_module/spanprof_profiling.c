@@ -151,8 +151,10 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
                                ? end_ns - ctx->start_ns : 0,
                                last->status, failed, ctx->record->sp_cpu_ns);
     /* Samples were taken (its CPU or wall time counts them): they wait for
-     * this. */
-    if ((ctx->record->sp_cpu_ns > 0 || ctx->record->sp_wall_ns > 0)
+     * this. Its allocations are not counted in the record: with memory
+     * profiling on, any request may have allocation samples waiting. */
+    if ((ctx->record->sp_cpu_ns > 0 || ctx->record->sp_wall_ns > 0
+         || (spanprof_alloc_hooked && sp_alloc_sampler_enabled()))
         && sp_keep_send(ctx->span_id, keep) != 0)
     {
         keep = 0;

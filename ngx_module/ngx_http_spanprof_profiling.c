@@ -315,8 +315,10 @@ ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
                                (int) status, failed, ctx->record.sp_cpu_ns);
 
     /* Samples were taken (its CPU or wall time counts them): they wait for
-     * this. */
-    if ((ctx->record.sp_cpu_ns > 0 || ctx->record.sp_wall_ns > 0)
+     * this. Its allocations are not counted in the record: with memory
+     * profiling on, any request may have allocation samples waiting. */
+    if ((ctx->record.sp_cpu_ns > 0 || ctx->record.sp_wall_ns > 0
+         || (ngx_http_spanprof_alloc_hooked && sp_alloc_sampler_enabled()))
         && sp_keep_send(ctx->span_id, keep) != 0)
     {
         keep = 0;

@@ -8,7 +8,8 @@
 # was allocated, on the requests' spans, and nothing of it stays in use;
 # spanprof_leak never frees what spanprof_burn_leak allocates: its in-use
 # bytes grow interval after interval. The status API counts the samples
-# and the hooked objects; the control API switches memory off and on.
+# and the hooked objects; the control API switches memory off and on; keep
+# rules unlabel the allocations of a request not kept.
 # nginx -s reload under load with memory profiling on: no crash, every
 # request answered.
 use strict;
@@ -150,7 +151,7 @@ subtest 'alloc_space at spanprof_burn_alloc, on its requests\' spans' => sub {
         or diag $diag;
     my $objects = $sum->(0, @at);
     my $want_objects = $want / 16384;
-    ok abs($objects - $want_objects) <= 0.3 * $want_objects,
+    ok abs($objects - $want_objects) <= 0.25 * $want_objects,
         "alloc_objects at $ALLOC: $objects (allocated $want_objects blocks)";
     my @on_span = grep { $alloc_sid{ $_->{labels}{span_id} // '' } } @at;
     ok $bytes && $sum->(1, @on_span) / $bytes >= 0.9,
@@ -184,6 +185,36 @@ subtest 'in use: the leak grows, the freed allocations do not stay' => sub {
         sprintf('in use at the end: %.1f MB (5 MB leaked)', $leak[-1] / 2**20);
     my ($max_freed) = sort { $b <=> $a } @freed;
     is $max_freed // 0, 0, "nothing in use at $ALLOC in any interval";
+};
+
+# keep rules apply to allocations: a request that is not kept has its
+# allocation samples without its labels, one that is kept keeps them
+subtest 'keep rules: allocations of a request not kept lose its labels' => sub {
+    (my $conf = $CONF) =~ s{location /alloc \{ spanprof_alloc 4096; \}}{otel_profiling_keep errors;
+    location /kept    { spanprof_alloc 2048; spanprof_burn_status 500; }
+    location /dropped { spanprof_alloc 2048; }};
+    my $k = start_nginx(burn => 1, dirs => ['prof'], conf => $conf);
+    my (%kept, %dropped);
+    for (1 .. 3) {
+        my $r = http_get($k->port, '/kept');
+        $kept{ $r->{headers}{'x-span-id'} // '' } = 1 if $r->{status} == 500;
+        $r = http_get($k->port, '/dropped');
+        $dropped{ $r->{headers}{'x-span-id'} // '' } = 1 if $r->{status} == 200;
+    }
+    $k->quit(15);
+    is scalar(keys %kept) + scalar(keys %dropped), 6, 'answered 500 and 200';
+    my $d = $k->prefix . '/prof';
+    opendir(my $dh, $d) or die "$d: $!";
+    my @s = map { pprof_samples(read_pprof_file("$d/$_")) } sort grep { /^alloc-\d+-\d+\.pb\.gz$/ } readdir $dh;
+    closedir $dh;
+    my @at = grep { has_frame($_, $ALLOC) } @s;
+    my $kb = $sum->(1, grep { $kept{ $_->{labels}{span_id} // '' } } @at);
+    my $db = $sum->(1, grep { $dropped{ $_->{labels}{span_id} // '' } } @at);
+    my $ub = $sum->(1, grep { !exists $_->{labels}{span_id} } @at);
+    ok $kb >= 0.75 * 6 * 2**20, sprintf('kept requests: %.1f MB on their spans (6 MB)', $kb / 2**20)
+        or diag stacks_summary(\@at, 10);
+    is $db, 0, 'requests not kept: nothing on their spans';
+    ok $ub >= 0.75 * 6 * 2**20, sprintf('unlabelled: %.1f MB (their 6 MB)', $ub / 2**20);
 };
 
 # reload under load: every request answered, no worker crashes

@@ -140,6 +140,30 @@ typedef struct {
     uintptr_t        frames[SP_ALLOC_DEPTH_MAX];
 } memory_sample_t;
 
+/* Objects are counted in whole samples: rounded up or down at random in
+ * proportion to the fraction, so that the sums stay unbiased (rounding
+ * 1.58, an allocation as large as the interval, to 2 would count 26% too
+ * many). Exporter thread only. */
+static uint32_t
+round_objects(double objects)
+{
+    static uint64_t  x = 0x9e3779b97f4a7c15ull;
+    double           whole, frac;
+
+    if (objects >= (double) UINT32_MAX) {
+        return UINT32_MAX;
+    }
+    whole = (double) (uint32_t) objects;
+    frac = objects - whole;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if ((double) (x >> 11) * 0x1.0p-53 < frac) {
+        whole += 1;
+    }
+    return whole < 1 ? 1 : (uint32_t) whole;
+}
+
 static void
 memory_sample(memory_sample_t *m, int kind, uint32_t stack_id,
     uint64_t size, uint64_t mean, uint64_t time_ns)
@@ -155,8 +179,7 @@ memory_sample(memory_sample_t *m, int kind, uint32_t stack_id,
     sp_alloc_weight(size, mean, &objects, &bytes);
     m->s.kind = (uint8_t) kind;
     m->s.time_ns = time_ns;
-    m->s.weight = objects >= UINT32_MAX ? UINT32_MAX
-                  : objects < 1.5 ? 1 : (uint32_t) (objects + 0.5);
+    m->s.weight = round_objects(objects);
     m->s.period_ns = 0;
     m->s.off_cpu_ns = bytes >= (double) INT64_MAX ? (uint64_t) INT64_MAX
                                                   : (uint64_t) (bytes + 0.5);
