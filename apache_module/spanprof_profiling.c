@@ -445,7 +445,10 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
 
         memset(&hc, 0, sizeof(hc));
         hc.sampler.mean_bytes = (size_t) sc->profiling_memory_interval;
-        hc.sampler.max_depth = (unsigned) sc->profiling_max_depth;
+        /* Allocation stacks are kept to SP_ALLOC_DEPTH_MAX frames. */
+        hc.sampler.max_depth = sc->profiling_max_depth > SP_ALLOC_DEPTH_MAX
+                               ? SP_ALLOC_DEPTH_MAX
+                               : (unsigned) sc->profiling_max_depth;
         if (sp_alloc_hooks_install(&hc, err, sizeof(err)) != 0) {
             ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s, "spanprof: memory "
                          "profiling disabled: %s", err);

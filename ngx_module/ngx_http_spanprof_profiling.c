@@ -406,7 +406,9 @@ ngx_http_spanprof_alloc_start(ngx_cycle_t *cycle,
 
     ngx_memzero(&hc, sizeof(hc));
     hc.sampler.mean_bytes = mcf->profiling_memory_interval;
-    hc.sampler.max_depth = (unsigned) mcf->profiling_max_depth;
+    /* Allocation stacks are kept to SP_ALLOC_DEPTH_MAX frames. */
+    hc.sampler.max_depth = (unsigned) ngx_min(mcf->profiling_max_depth,
+                                              SP_ALLOC_DEPTH_MAX);
     if (sp_alloc_hooks_install(&hc, err, sizeof(err)) != 0) {
         ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
                       "spanprof: memory profiling disabled: %s", err);

@@ -217,6 +217,27 @@ subtest 'keep rules: allocations of a request not kept lose its labels' => sub {
     ok $ub >= 0.75 * 6 * 2**20, sprintf('unlabelled: %.1f MB (their 6 MB)', $ub / 2**20);
 };
 
+# memory alone, with stacks deeper than the allocation stacks keep
+subtest 'otel_profiling_types memory, otel_profiling_max_depth 200' => sub {
+    (my $conf = $CONF) =~ s{otel_profiling_types cpu memory;}{otel_profiling_types memory;\notel_profiling_max_depth 200;};
+    my $m = start_nginx(burn => 1, dirs => ['prof'], conf => $conf);
+    my $ok = 0;
+    for (1 .. 3) { $ok++ if http_get($m->port, '/alloc')->{status} == 200 }
+    $m->quit(15);
+    is $ok, 3, 'answered';
+    my @e = grep { /\[(alert|emerg|crit)\]/ } split /\n/, $m->error_log;
+    is scalar @e, 0, 'no alert' or diag join "\n", @e;
+    my $d = $m->prefix . '/prof';
+    opendir(my $dh, $d) or die "$d: $!";
+    my @f = sort grep { /^(alloc|cpu)-\d+-\d+\.pb\.gz$/ } readdir $dh;
+    closedir $dh;
+    my @alloc = grep { /^alloc-/ } @f;
+    ok @alloc >= 1, scalar(@alloc) . ' alloc file(s)';
+    my @s = map { pprof_samples(read_pprof_file("$d/$_")) } @alloc;
+    my $b = $sum->(1, grep { has_frame($_, $ALLOC) } @s);
+    ok abs($b - 12 * 2**20) <= 0.25 * 12 * 2**20, sprintf("alloc_space at $ALLOC: %.1f MB (12 MB)", $b / 2**20);
+};
+
 # reload under load: every request answered, no worker crashes
 subtest 'nginx -s reload under load with memory profiling on' => sub {
     my $n = start_nginx(burn => 1, dirs => ['prof'], conf => $CONF);
