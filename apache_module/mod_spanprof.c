@@ -196,6 +196,36 @@ spanprof_parse_int(cmd_parms *cmd, const char *arg, int min, int max,
 }
 
 
+/* A size as nginx writes one: bytes, with an optional k, m or g
+ * (1024-based), from min to 1g; range names that range in the error. */
+static const char *
+spanprof_parse_size(cmd_parms *cmd, const char *arg, unsigned long long min,
+    const char *range, apr_int64_t *out)
+{
+    char                *end;
+    unsigned long long   v, unit = 1;
+
+    errno = 0;
+    v = strtoull(arg, &end, 10);
+    if (end != arg && end[0] != '\0' && end[1] == '\0') {
+        switch (end[0]) {
+        case 'k': case 'K': unit = 1024; end++; break;
+        case 'm': case 'M': unit = 1024 * 1024; end++; break;
+        case 'g': case 'G': unit = 1024 * 1024 * 1024; end++; break;
+        }
+    }
+    if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
+        || v > (1ull << 30) / unit || v * unit < min)
+    {
+        return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
+                            "bytes (k, m or g after the number) from %s to "
+                            "1g", cmd->cmd->name, arg, range);
+    }
+    *out = (apr_int64_t) (v * unit);
+    return NULL;
+}
+
+
 static const char *
 spanprof_set_endpoint(cmd_parms *cmd, void *dummy, const char *arg)
 {
@@ -498,31 +528,14 @@ static const char *
 spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
     const char *arg)
 {
-    const char          *why;
-    char                *end;
-    unsigned long long   v, unit = 1;
+    const char  *why;
 
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
     }
-    errno = 0;
-    v = strtoull(arg, &end, 10);
-    if (end != arg && end[0] != '\0' && end[1] == '\0') {
-        switch (end[0]) {
-        case 'k': case 'K': unit = 1024; end++; break;
-        case 'm': case 'M': unit = 1024 * 1024; end++; break;
-        case 'g': case 'G': unit = 1024 * 1024 * 1024; end++; break;
-        }
-    }
-    if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
-        || v == 0 || v > (1ull << 30) / unit || v * unit < 1024)
-    {
-        return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
-                            "bytes (k, m or g after the number) from 1k to "
-                            "1g", cmd->cmd->name, arg);
-    }
-    spanprof_srv(cmd)->profiling_memory_interval = (apr_int64_t) (v * unit);
-    return NULL;
+    /* 1k: the allocation sampler's smallest mean interval. */
+    return spanprof_parse_size(cmd, arg, 1024, "1k",
+                               &spanprof_srv(cmd)->profiling_memory_interval);
 }
 
 
@@ -564,31 +577,13 @@ spanprof_set_profiling_depth(cmd_parms *cmd, void *dummy, const char *arg)
 static const char *
 spanprof_set_profiling_max_size(cmd_parms *cmd, void *dummy, const char *arg)
 {
-    const char          *why;
-    char                *end;
-    unsigned long long   v, unit = 1;
+    const char  *why;
 
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
     }
-    errno = 0;
-    v = strtoull(arg, &end, 10);
-    if (end != arg && end[0] != '\0' && end[1] == '\0') {
-        switch (end[0]) {
-        case 'k': case 'K': unit = 1024; end++; break;
-        case 'm': case 'M': unit = 1024 * 1024; end++; break;
-        case 'g': case 'G': unit = 1024 * 1024 * 1024; end++; break;
-        }
-    }
-    if (end == arg || *end != '\0' || errno != 0 || arg[0] == '-'
-        || v > (1ull << 30) / unit || v * unit < SP_PROFILE_MAX_SIZE_MIN)
-    {
-        return apr_psprintf(cmd->pool, "%s: invalid size \"%s\": expected "
-                            "bytes (k, m or g after the number) from 1k to "
-                            "1g", cmd->cmd->name, arg);
-    }
-    spanprof_srv(cmd)->profiling_max_size = (apr_int64_t) (v * unit);
-    return NULL;
+    return spanprof_parse_size(cmd, arg, SP_PROFILE_MAX_SIZE_MIN, "1k",
+                               &spanprof_srv(cmd)->profiling_max_size);
 }
 
 

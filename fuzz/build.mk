@@ -28,7 +28,7 @@ FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 # spanprof serve: its parsers and its gRPC connection (not its listeners).
 FUZZ_LIB_SRCS := $(COMMON_SRCS) $(CLI_LIB_SRCS) cli/serve/otlp_json_decode.c \
                  cli/serve/otlp_ingest.c cli/serve/store.c cli/serve/json_out.c \
-                 cli/serve/serve_grpc.c cli/serve/otlp_reply.c \
+                 cli/serve/serve_grpc.c cli/serve/otlp_reply.c cli/serve/request_store.c \
                  cli/serve/attrs_json.c cli/serve/attr_keys.c cli/serve/part_map.c
 FUZZ_SRC_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_GEN_OBJS := $(patsubst $(GEN)/%.c,$(FUZZ_BUILD)/obj/gen/%.o,$(GEN_SRCS))

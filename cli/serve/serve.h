@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "cli/serve/otlp_ingest.h"
 #include "cli/serve/store.h"
 
 #define SERVE_MAX_BODY  (16 * 1024 * 1024)  /* an OTLP request, unzipped */
@@ -64,6 +65,15 @@ void serve_http_stop(void);
 
 /* "IPV4:PORT" ("localhost:PORT" too); 0, or -1 when invalid. */
 int serve_parse_addr(const char *s, struct sockaddr_in *sa);
+
+/* --- request_store.c ----------------------------------------------------- */
+
+/* Stores one OTLP request (traces or profiles, protobuf or JSON) for
+ * either listener and counts it: accepted and rejected spans or profiles,
+ * or *bad (the listener's own bad-request counter) when it is not the
+ * message. With sv->lock held. Returns what the ingest returned. */
+int serve_store_request(serve_t *sv, int traces, const uint8_t *body,
+    size_t len, int json, serve_ingest_result_t *r, uint64_t *bad);
 
 /* --- serve_api.c: /api/ and the UI's pages ------------------------------- */
 

@@ -235,17 +235,8 @@ handle_call(serve_t *sv, gstream_t *st, int traces, const char **msg,
     }
 
     pthread_mutex_lock(&sv->lock);
-    rc = traces ? serve_ingest_traces(sv->store, p, len, 0, &r)
-                : serve_ingest_profiles(sv->store, p, len, 0, &r);
-    if (rc != 0) {
-        sv->counters.grpc_bad_requests++;
-    } else if (traces) {
-        sv->counters.spans_accepted += r.accepted;
-        sv->counters.spans_rejected += r.rejected;
-    } else {
-        sv->counters.profiles_accepted += r.accepted;
-        sv->counters.profiles_rejected += r.rejected;
-    }
+    rc = serve_store_request(sv, traces, p, len, 0, &r,
+                             &sv->counters.grpc_bad_requests);
     /* The store refused the whole request (a failed write): the client
      * keeps it and retries, where OTLP/HTTP answers a partial success. */
     if (rc == 0 && r.accepted == 0 && r.rejected > 0

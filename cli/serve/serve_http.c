@@ -182,17 +182,8 @@ otlp_handler(void *cls, struct MHD_Connection *c, const char *url,
     }
 
     pthread_mutex_lock(&sv->lock);
-    rc = traces ? serve_ingest_traces(sv->store, body, len, json, &r)
-                : serve_ingest_profiles(sv->store, body, len, json, &r);
-    if (rc != 0) {
-        sv->counters.otlp_bad_requests++;
-    } else if (traces) {
-        sv->counters.spans_accepted += r.accepted;
-        sv->counters.spans_rejected += r.rejected;
-    } else {
-        sv->counters.profiles_accepted += r.accepted;
-        sv->counters.profiles_rejected += r.rejected;
-    }
+    rc = serve_store_request(sv, traces, body, len, json, &r,
+                             &sv->counters.otlp_bad_requests);
     pthread_mutex_unlock(&sv->lock);
     sp_buf_free(&plain);
 

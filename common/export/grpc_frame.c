@@ -6,15 +6,22 @@
 #include "common/export/grpc_frame.h"
 
 void
-sp_grpc_frame(const void *msg, size_t len, int compressed, sp_buf_t *out)
+sp_grpc_frame_header(uint8_t h[SP_GRPC_FRAME_HEADER], size_t len,
+    int compressed)
 {
-    uint8_t  h[SP_GRPC_FRAME_HEADER];
-
     h[0] = compressed ? 1 : 0;
     h[1] = (uint8_t) (len >> 24);
     h[2] = (uint8_t) (len >> 16);
     h[3] = (uint8_t) (len >> 8);
     h[4] = (uint8_t) len;
+}
+
+void
+sp_grpc_frame(const void *msg, size_t len, int compressed, sp_buf_t *out)
+{
+    uint8_t  h[SP_GRPC_FRAME_HEADER];
+
+    sp_grpc_frame_header(h, len, compressed);
     if (sp_buf_reserve(out, sizeof(h) + len) != 0) {
         return;
     }

@@ -12,6 +12,10 @@
 
 #define SP_GRPC_FRAME_HEADER  5
 
+/* The 5 bytes that go before a message of len bytes. */
+void sp_grpc_frame_header(uint8_t h[SP_GRPC_FRAME_HEADER], size_t len,
+    int compressed);
+
 /* Appends msg framed to out (out's failed flag says if memory ran out). */
 void sp_grpc_frame(const void *msg, size_t len, int compressed, sp_buf_t *out);
 

@@ -25,7 +25,13 @@ struct sp_http_client {
     int                 gzip;
     int                 grpc;
     sp_buf_t            gz;        /* reused compression buffer */
-    sp_buf_t            frame;     /* gRPC: the framed message */
+    /* gRPC: the message's 5-byte prefix, the message (the caller's body,
+     * or gz), and how much of the two libcurl has read (on_upload): the
+     * message is not copied to be framed. */
+    uint8_t             prefix[SP_GRPC_FRAME_HEADER];
+    const uint8_t      *msg;
+    size_t              msg_len;
+    size_t              read_pos;
     sp_buf_t            raw;       /* gRPC: the answer's body, framed */
     sp_grpc_response_t  grpc_resp;
     char                grpc_timeout[40];
@@ -40,6 +46,7 @@ struct sp_http_client {
     /* libcurl < 8, h2c: how the call under way was sent (h2c_reuse.h;
      * 0: not so), its URL, and its timeout (for a re-sent call). */
     int                 h2c_mode;
+    int                 h2c_broken;    /* sp_h2c_reuse_broken(), once */
     char                h2c_url[SP_H2C_ORIGIN_MAX];
     uint64_t            timeout_ms;
 };
@@ -95,6 +102,46 @@ on_header(char *p, size_t size, size_t n, void *ud)
         c->resp.content_type[vlen] = '\0';
     }
     return len;
+}
+
+/* gRPC: libcurl reads the request body, prefix then message, from here. */
+static size_t
+on_upload(char *buf, size_t size, size_t n, void *ud)
+{
+    sp_http_client_t  *c = ud;
+    size_t             room = size * n, got = 0, k;
+
+    if (c->read_pos < SP_GRPC_FRAME_HEADER) {
+        k = SP_GRPC_FRAME_HEADER - c->read_pos;
+        k = k < room ? k : room;
+        memcpy(buf, c->prefix + c->read_pos, k);
+        got = k;
+        c->read_pos += k;
+    }
+    if (got < room && c->read_pos < SP_GRPC_FRAME_HEADER + c->msg_len) {
+        k = SP_GRPC_FRAME_HEADER + c->msg_len - c->read_pos;
+        k = k < room - got ? k : room - got;
+        memcpy(buf + got, c->msg + (c->read_pos - SP_GRPC_FRAME_HEADER), k);
+        got += k;
+        c->read_pos += k;
+    }
+    return got;
+}
+
+/* libcurl rewinds the body when it sends it again (a connection that
+ * died under a reused request). */
+static int
+on_upload_seek(void *ud, curl_off_t offset, int origin)
+{
+    sp_http_client_t  *c = ud;
+
+    if (origin != SEEK_SET || offset < 0
+        || (uint64_t) offset > SP_GRPC_FRAME_HEADER + c->msg_len)
+    {
+        return CURL_SEEKFUNC_CANTSEEK;
+    }
+    c->read_pos = (size_t) offset;
+    return CURL_SEEKFUNC_OK;
 }
 
 static void transfer_done(sp_http_transfer_t *t, int curl_result);
@@ -158,11 +205,12 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     }
     sp_buf_init(&c->gz);
     sp_buf_init(&c->resp.body);
-    sp_buf_init(&c->frame);
     sp_buf_init(&c->raw);
     c->loop = loop;
     c->gzip = conf->gzip;
     c->grpc = conf->grpc;
+    /* curl_version_info() builds its answer anew each time. */
+    c->h2c_broken = conf->grpc && sp_h2c_reuse_broken();
 
     if (c->grpc) {
         c->headers = grpc_headers(conf);
@@ -219,6 +267,13 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
+    if (c->grpc) {
+        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(c->curl, CURLOPT_READDATA, c);
+        curl_easy_setopt(c->curl, CURLOPT_SEEKFUNCTION, on_upload_seek);
+        curl_easy_setopt(c->curl, CURLOPT_SEEKDATA, c);
+    }
     c->xfer.easy = c->curl;
     c->xfer.done = transfer_done;
     return c;
@@ -242,7 +297,6 @@ sp_http_client_free(sp_http_client_t *c)
     curl_slist_free_all(c->headers);
     free(c->ca_name);
     sp_buf_free(&c->gz);
-    sp_buf_free(&c->frame);
     sp_buf_free(&c->raw);
     sp_buf_free(&c->resp.body);
     free(c);
@@ -297,13 +351,14 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     if (c->grpc) {
         sp_grpc_response_reset(&c->grpc_resp);
         sp_buf_reset(&c->raw);
-        sp_buf_reset(&c->frame);
-        sp_grpc_frame(body, len, c->gzip, &c->frame);
-        if (sp_buf_failed(&c->frame)) {
-            return -1;
+        if (len > UINT32_MAX) {
+            return -1;      /* the prefix's length has 4 bytes */
         }
-        body = c->frame.data;
-        len = c->frame.len;
+        sp_grpc_frame_header(c->prefix, len, c->gzip);
+        c->msg = body;
+        c->msg_len = len;
+        c->read_pos = 0;
+        len += SP_GRPC_FRAME_HEADER;
         content_type = "application/grpc";
         /* The server gives up when the client would: at most 8 digits. */
         if (timeout_ms <= 99999999) {
@@ -319,7 +374,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         c->timeout_header.next = c->headers;
         tls = strncmp(url, "https:", 6) == 0;
         c->h2c_mode = 0;
-        if (!tls && sp_h2c_reuse_broken()) {
+        if (!tls && c->h2c_broken) {
             snprintf(c->h2c_url, sizeof(c->h2c_url), "%s", url);
             h2c_set_mode(c, sp_h2c_begin(sp_http_loop_h2c(c->loop),
                                          c->h2c_url, 0));
@@ -341,7 +396,9 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
 
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &c->ct_header);
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+    if (!c->grpc) {
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+    }
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
                      (long) (timeout_ms > 0 ? timeout_ms : 1));
@@ -430,6 +487,7 @@ h2c_resend(sp_http_client_t *c, int curl_result)
     c->curl_err[0] = '\0';
     sp_grpc_response_reset(&c->grpc_resp);
     sp_buf_reset(&c->raw);
+    c->read_pos = 0;
     if (sp_http_loop_start(c->loop, &c->xfer) != 0) {
         sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode, 0, 0);
         return 0;

@@ -71,6 +71,30 @@ on_timer(CURLM *multi, long timeout_ms, void *ud)
     return 0;
 }
 
+/* The deadline from libcurl's own view of when it next wants a call.
+ * Its timer callback announces changes only, and libcurl 7.88 misses one:
+ * when a call ends on an HTTP/2 connection, the 0 it announced is dropped
+ * with no -1 to say so, and a deadline kept from that woke the server's
+ * event loop every millisecond until the next call (each wake a round of
+ * epoll, nginx's timers and curl_multi_socket_action, on the worker
+ * serving requests). ran_timers: libcurl just ran its due timers; one it
+ * still says is due was rounded down and is tried again in a millisecond
+ * rather than at once. */
+static void
+sync_deadline(sp_http_loop_t *l, int ran_timers)
+{
+    long      ms;
+    uint64_t  now;
+
+    if (curl_multi_timeout(l->multi, &ms) != CURLM_OK) {
+        return;
+    }
+    now = sp_mono_ns();
+    l->deadline = ms < 0 ? UINT64_MAX
+                  : ms == 0 && ran_timers ? now + MS
+                  : now + (uint64_t) ms * MS;
+}
+
 sp_http_loop_t *
 sp_http_loop_new(void)
 {
@@ -135,7 +159,7 @@ sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events)
     CURL                *easy;
     CURLcode             result;
     sp_http_transfer_t  *t;
-    int                  running, left, mask = 0;
+    int                  running, left, mask = 0, removed = 0;
 
     if (fd < 0) {
         fd = CURL_SOCKET_TIMEOUT;
@@ -144,12 +168,7 @@ sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events)
                | (events & SP_IO_OUT ? CURL_CSELECT_OUT : 0);
     }
     curl_multi_socket_action(l->multi, fd, mask, &running);
-    if (fd == CURL_SOCKET_TIMEOUT && l->deadline <= sp_mono_ns()) {
-        /* libcurl re-announces its timer only when it changes; one that
-         * was rounded down and is not quite due yet is tried again in a
-         * millisecond rather than at once. */
-        l->deadline = sp_mono_ns() + MS;
-    }
+    sync_deadline(l, fd == CURL_SOCKET_TIMEOUT);
 
     while ((msg = curl_multi_info_read(l->multi, &left)) != NULL) {
         if (msg->msg != CURLMSG_DONE) {
@@ -165,6 +184,10 @@ sp_http_loop_io(sp_http_loop_t *l, int fd, unsigned events)
             /* May start the owner's next transfer. */
             t->done(t, (int) result);
         }
+        removed = 1;
+    }
+    if (removed) {
+        sync_deadline(l, 0);
     }
 }
 
