@@ -9,7 +9,8 @@
 # spanprof_leak never frees what spanprof_burn_leak allocates: its in-use
 # bytes grow interval after interval. The status API counts the samples
 # and the hooked objects; the control API switches memory off and on; keep
-# rules unlabel the allocations of a request not kept.
+# rules unlabel the allocations of a request not kept; OTLP carries the
+# four memory types in one request.
 # nginx -s reload under load with memory profiling on: no crash, every
 # request answered.
 use strict;
@@ -236,6 +237,42 @@ subtest 'otel_profiling_types memory, otel_profiling_max_depth 200' => sub {
     my @s = map { pprof_samples(read_pprof_file("$d/$_")) } @alloc;
     my $b = $sum->(1, grep { has_frame($_, $ALLOC) } @s);
     ok abs($b - 12 * 2**20) <= 0.25 * 12 * 2**20, sprintf("alloc_space at $ALLOC: %.1f MB (12 MB)", $b / 2**20);
+};
+
+# OTLP: the memory profiles go in one request (with the CPU one when it
+# has samples), one Profile per type, decoded with protoc
+subtest 'OTLP: alloc_* and inuse_* profiles, one request' => sub {
+    my $recv = start_receiver();
+    (my $conf = $CONF) =~ s{endpoint file://%%PREFIX%%/prof;}{endpoint %%RECEIVER%%; protocol http/protobuf;};
+    my $o = start_nginx(receiver => $recv, burn => 1, conf => $conf);
+    my %sid;
+    for (1 .. 3) {
+        my $r = http_get($o->port, '/alloc');
+        $sid{ $r->{headers}{'x-span-id'} // '' } = 1;
+    }
+    http_get($o->port, '/leak');
+    my $t_end = time;
+    my ($covered, @all) = wait_otlp_covering($recv, $t_end, 15, poke => sub { http_get($o->port, '/api') });
+    ok $covered, 'a profile covering the requests arrived';
+    $o->stop;
+    my %types;
+    $types{ $_->{profile}{sample_type} }++ for @all;
+    ok $types{$_}, "a $_ profile" or diag explain \%types
+        for 'alloc_objects/count', 'alloc_space/bytes', 'inuse_objects/count', 'inuse_space/bytes';
+    my %seqs;
+    $seqs{ $_->{seq} }{ $_->{profile}{sample_type} } = 1 for @all;
+    ok scalar(grep { $_->{'alloc_space/bytes'} && $_->{'inuse_space/bytes'} } values %seqs),
+        'alloc_space and inuse_space in one request';
+    my $sumv = sub { my $t = 0; for my $x (@_) { $t += $_ for @{ $x->{values} } } $t };
+    my @as = grep { $_->{profile}{sample_type} eq 'alloc_space/bytes' && has_frame($_, $ALLOC) } @all;
+    my $on = $sumv->(grep { $sid{ sample_span($_) } } @as);
+    ok abs($on - 12 * 2**20) <= 0.25 * 12 * 2**20,
+        sprintf("alloc_space at $ALLOC on the spans: %.1f MB (12 MB)", $on / 2**20);
+    my ($ap) = map { $_->{profile} } @as;
+    is $ap->{period_type}, 'space/bytes', 'period_type space/bytes' if $ap;
+    is $ap->{period}, 16384, 'period 16384' if $ap;
+    my @in = grep { $_->{profile}{sample_type} eq 'inuse_space/bytes' && has_frame($_, $LEAK) } @all;
+    ok $sumv->(@in) > 0, sprintf("inuse_space at $LEAK: %.1f MB", $sumv->(@in) / 2**20);
 };
 
 # reload under load: every request answered, no worker crashes
