@@ -491,9 +491,7 @@ spanprof_set_profiling_types(cmd_parms *cmd, void *dummy, int argc,
         } else if (strcasecmp(argv[i], "wall") == 0) {
             t = SP_SAMPLER_TYPE_WALL;
         } else if (strcasecmp(argv[i], "memory") == 0) {
-            return apr_psprintf(cmd->pool, "%s: \"memory\": memory "
-                                "profiling is not supported by this build "
-                                "yet", cmd->cmd->name);
+            t = SP_SAMPLER_TYPE_MEMORY;
         } else {
             return apr_psprintf(cmd->pool, "%s: invalid profiling type "
                                 "\"%s\" (cpu, wall, memory)", cmd->cmd->name,
@@ -524,8 +522,8 @@ spanprof_set_profiling_wall_rate(cmd_parms *cmd, void *dummy,
 }
 
 
-/* OtelProfilingMemoryInterval SIZE: bytes allocated between two memory
- * samples (parsed and kept for memory profiling). */
+/* OtelProfilingMemoryInterval SIZE: the mean bytes allocated between two
+ * memory samples (1k .. 1g). */
 static const char *
 spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
     const char *arg)
@@ -535,7 +533,8 @@ spanprof_set_profiling_memory_interval(cmd_parms *cmd, void *dummy,
     if ((why = spanprof_global_only(cmd)) != NULL) {
         return why;
     }
-    return spanprof_parse_size(cmd, arg, 1, "1",
+    /* 1k: the allocation sampler's smallest mean interval. */
+    return spanprof_parse_size(cmd, arg, 1024, "1k",
                                &spanprof_srv(cmd)->profiling_memory_interval);
 }
 
@@ -1523,6 +1522,9 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
         }
         if (sc->profiling_types == 0) {
             sc->profiling_types = SP_SAMPLER_TYPE_CPU;
+        }
+        if (sc->profiling_memory_interval == SPANPROF_UNSET) {
+            sc->profiling_memory_interval = 512 * 1024;
         }
         if (spanprof_profiling_start(s, sc) == 0) {
             /* A child started while the API paused profiling (or set

@@ -47,6 +47,7 @@
 
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
+#include "common/profile/alloc_hooks.h"
 #include "common/profile/record_pool.h"
 #include "common/profile/sampler.h"
 
@@ -54,6 +55,7 @@ APLOG_USE_MODULE(spanprof);
 
 
 static int                    spanprof_sampling_on;
+static int                    spanprof_alloc_hooked;
 static __thread int           spanprof_thread_state;   /* 1 ok, -1 failed */
 static ap_filter_rec_t       *spanprof_bind_filter;
 static ap_filter_rec_t       *spanprof_c2_end_filter;
@@ -149,8 +151,10 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
                                ? end_ns - ctx->start_ns : 0,
                                last->status, failed, ctx->record->sp_cpu_ns);
     /* Samples were taken (its CPU or wall time counts them): they wait for
-     * this. */
-    if ((ctx->record->sp_cpu_ns > 0 || ctx->record->sp_wall_ns > 0)
+     * this. Its allocations are not counted in the record: with memory
+     * profiling on, any request may have allocation samples waiting. */
+    if ((ctx->record->sp_cpu_ns > 0 || ctx->record->sp_wall_ns > 0
+         || (spanprof_alloc_hooked && sp_alloc_sampler_enabled()))
         && sp_keep_send(ctx->span_id, keep) != 0)
     {
         keep = 0;
@@ -445,6 +449,31 @@ spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc)
                      "off: out of memory; every request keeps its labels");
     }
     spanprof_sampling_on = 1;
+
+    /* Memory: the allocator calls of every object of this child, hooked
+     * here, on the child's main thread before its worker threads start,
+     * as the sampler was started (both may write libunwind's read-only
+     * GOT page). Never in the parent: it forks the children (prefork: a
+     * hooked parent would hand hooks to children) and a graceful restart
+     * unloads the module there; a child keeps its own copy mapped until
+     * it exits, and unhooks first (spanprof_profiling_stop, from the
+     * child pool's cleanup). New objects are hooked by the exporter. */
+    if (sc->profiling_types & SP_SAMPLER_TYPE_MEMORY) {
+        sp_alloc_hooks_conf_t  hc;
+
+        memset(&hc, 0, sizeof(hc));
+        hc.sampler.mean_bytes = (size_t) sc->profiling_memory_interval;
+        /* Allocation stacks are kept to SP_ALLOC_DEPTH_MAX frames. */
+        hc.sampler.max_depth = sc->profiling_max_depth > SP_ALLOC_DEPTH_MAX
+                               ? SP_ALLOC_DEPTH_MAX
+                               : (unsigned) sc->profiling_max_depth;
+        if (sp_alloc_hooks_install(&hc, err, sizeof(err)) != 0) {
+            ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s, "spanprof: memory "
+                         "profiling disabled: %s", err);
+        } else {
+            spanprof_alloc_hooked = 1;
+        }
+    }
     return 0;
 }
 
@@ -457,5 +486,14 @@ spanprof_profiling_stop(void)
     }
     spanprof_sampling_on = 0;
     sp_sampler_stop();
+    if (spanprof_alloc_hooked) {
+        /* Before the module is unmapped: nothing may jump into it. */
+        spanprof_alloc_hooked = 0;
+        if (sp_alloc_hooks_uninstall(0) != 0) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, NULL, "spanprof: a "
+                         "thread stayed in the allocation hooks: the "
+                         "module stays mapped");
+        }
+    }
     sp_thread_ctx_detach();
 }

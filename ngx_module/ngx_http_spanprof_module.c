@@ -108,7 +108,7 @@ static ngx_conf_num_bounds_t  ngx_http_spanprof_rate_bounds = {
 };
 
 static ngx_conf_num_bounds_t  ngx_http_spanprof_memory_interval_bounds = {
-    ngx_conf_check_num_bounds, 1, 1024 * 1024 * 1024
+    ngx_conf_check_num_bounds, 1024, 1024 * 1024 * 1024
 };
 
 static ngx_conf_num_bounds_t  ngx_http_spanprof_depth_bounds = {

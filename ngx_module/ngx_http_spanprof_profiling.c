@@ -21,6 +21,7 @@
 
 #include "ngx_http_spanprof_module.h"
 #include "common/base/clock.h"
+#include "common/profile/alloc_hooks.h"
 #include "common/profile/sampler.h"
 
 
@@ -36,6 +37,7 @@ static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
     ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
 
 static ngx_flag_t  ngx_http_spanprof_sampling;
+static ngx_flag_t  ngx_http_spanprof_alloc_hooked;
 
 /* The worker's idle state (sampler.h): its event wait is idle time. */
 static sp_sampler_idle_t  *ngx_http_spanprof_idle;
@@ -313,8 +315,10 @@ ngx_http_spanprof_keep_verdict(ngx_http_request_t *r,
                                (int) status, failed, ctx->record.sp_cpu_ns);
 
     /* Samples were taken (its CPU or wall time counts them): they wait for
-     * this. */
-    if ((ctx->record.sp_cpu_ns > 0 || ctx->record.sp_wall_ns > 0)
+     * this. Its allocations are not counted in the record: with memory
+     * profiling on, any request may have allocation samples waiting. */
+    if ((ctx->record.sp_cpu_ns > 0 || ctx->record.sp_wall_ns > 0
+         || (ngx_http_spanprof_alloc_hooked && sp_alloc_sampler_enabled()))
         && sp_keep_send(ctx->span_id, keep) != 0)
     {
         keep = 0;
@@ -361,10 +365,7 @@ ngx_http_spanprof_profiling_types(ngx_conf_t *cf, ngx_command_t *cmd,
         } else if (ngx_strcmp(value[i].data, "wall") == 0) {
             t = SP_SAMPLER_TYPE_WALL;
         } else if (ngx_strcmp(value[i].data, "memory") == 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"%V\": memory profiling is not supported "
-                               "by this build yet", &value[i]);
-            return NGX_CONF_ERROR;
+            t = SP_SAMPLER_TYPE_MEMORY;
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid profiling type \"%V\" (cpu, wall, "
@@ -393,6 +394,27 @@ ngx_http_spanprof_profiling_init(ngx_conf_t *cf)
     ngx_http_top_body_filter = ngx_http_spanprof_body_filter;
 
     return NGX_OK;
+}
+
+
+static void
+ngx_http_spanprof_alloc_start(ngx_cycle_t *cycle,
+    ngx_http_spanprof_main_conf_t *mcf)
+{
+    char                   err[256];
+    sp_alloc_hooks_conf_t  hc;
+
+    ngx_memzero(&hc, sizeof(hc));
+    hc.sampler.mean_bytes = mcf->profiling_memory_interval;
+    /* Allocation stacks are kept to SP_ALLOC_DEPTH_MAX frames. */
+    hc.sampler.max_depth = (unsigned) ngx_min(mcf->profiling_max_depth,
+                                              SP_ALLOC_DEPTH_MAX);
+    if (sp_alloc_hooks_install(&hc, err, sizeof(err)) != 0) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "spanprof: memory profiling disabled: %s", err);
+        return;
+    }
+    ngx_http_spanprof_alloc_hooked = 1;
 }
 
 
@@ -439,6 +461,14 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
         mcf->keep_used = 0;
     }
 
+    /* Memory: the allocator calls of every object of this worker (the
+     * master never hooks: it only forks). On this thread, as the sampler's
+     * start: both may write libunwind's read-only GOT page. New objects
+     * are hooked from the exporter's tick. */
+    if (mcf->profiling_types & SP_SAMPLER_TYPE_MEMORY) {
+        ngx_http_spanprof_alloc_start(cycle, mcf);
+    }
+
     ngx_http_spanprof_idle = sp_sampler_idle_slot();
     sp_sampler_set_idle_wake(&ngx_event_timer_alarm);
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
@@ -457,5 +487,15 @@ ngx_http_spanprof_profiling_stop(ngx_cycle_t *cycle)
     }
     ngx_http_spanprof_sampling = 0;
     sp_sampler_stop();
+    if (ngx_http_spanprof_alloc_hooked) {
+        /* Before the module can be unloaded (a reload's new cycle) and
+         * while the exporter still runs: no slot may point into us. */
+        ngx_http_spanprof_alloc_hooked = 0;
+        if (sp_alloc_hooks_uninstall(0) != 0) {
+            ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                          "spanprof: a thread stayed in the allocation "
+                          "hooks: the module stays mapped");
+        }
+    }
     ngx_http_spanprof_detach();
 }

@@ -136,8 +136,10 @@ EOF
     # profiling types and their rates (issue 28)
     ['otel_profiling_types bogus', "otel_profiling_types cpu bogus;\n$SERVER",
         qr/otel_profiling_types cpu bogus/, qr/invalid profiling type "bogus" \(cpu, wall, memory\)/],
-    ['otel_profiling_types memory (not in this build yet)', "otel_profiling_types cpu memory;\n$SERVER",
-        qr/otel_profiling_types cpu memory/, qr/"memory": memory profiling is not supported by this build yet/],
+    ['otel_profiling_types memory memory', "otel_profiling_types cpu memory memory;\n$SERVER",
+        qr/otel_profiling_types cpu memory memory/, qr/profiling type "memory" given twice/],
+    ['otel_profiling_memory_interval 100', "otel_profiling_memory_interval 100;\n$SERVER",
+        qr/otel_profiling_memory_interval 100/, qr/must be between 1024 and 1073741824/],
     ['otel_profiling_types wall wall', "otel_profiling_types wall wall;\n$SERVER",
         qr/otel_profiling_types wall wall/, qr/profiling type "wall" given twice/],
     ['otel_profiling_types twice', "otel_profiling_types cpu;\notel_profiling_types wall;\n$SERVER",
@@ -275,6 +277,8 @@ EOF
     ['profiling types cpu wall, rates, memory interval',
         "otel_profiling_types cpu wall;\notel_profiling_wall_rate 250;\n"
         . "otel_profiling_memory_interval 1m;\notel_exporter { endpoint file://%%PREFIX%%; }\n$SERVER"],
+    ['profiling types cpu memory', "otel_profiling_types cpu memory;\notel_profiling_memory_interval 64k;\n"
+        . "otel_exporter { endpoint file://%%PREFIX%%; }\n$SERVER"],
     ['profiling types wall only', "otel_profiling_types wall;\notel_exporter { endpoint file://%%PREFIX%%; }\n$SERVER"],
     ['no otel_trace anywhere, no exporter', <<"EOF"],
 server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }

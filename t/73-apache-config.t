@@ -84,8 +84,10 @@ my @bad = (
     # profiling types and their rates (issue 28)
     ['OtelProfilingTypes bogus', "${OK}OtelProfilingTypes cpu bogus\n",
         qr/OtelProfilingTypes cpu bogus/, qr/OtelProfilingTypes: invalid profiling type "bogus" \(cpu, wall, memory\)/],
-    ['OtelProfilingTypes memory (not in this build yet)', "${OK}OtelProfilingTypes cpu memory\n",
-        qr/OtelProfilingTypes cpu memory/, qr/"memory": memory profiling is not supported by this build yet/],
+    ['OtelProfilingTypes memory memory', "${OK}OtelProfilingTypes cpu memory memory\n",
+        qr/OtelProfilingTypes cpu memory memory/, qr/profiling type "memory" given twice/],
+    ['OtelProfilingMemoryInterval 100', "${OK}OtelProfilingMemoryInterval 100\n",
+        qr/MemoryInterval 100/, qr/invalid size "100": expected bytes \(k, m or g after the number\) from 1k to 1g/],
     ['OtelProfilingTypes wall wall', "${OK}OtelProfilingTypes wall wall\n",
         qr/OtelProfilingTypes wall wall/, qr/profiling type "wall" given twice/],
     ['OtelProfilingWallRate 0', "${OK}OtelProfilingWallRate 0\n", qr/WallRate 0/, qr/from 1 to 1000/],

@@ -95,6 +95,7 @@ sp_api_handle(const sp_api_request_t *req, const sp_api_info_t *info,
         body.rate_hz = 0;
         body.cpu = body.wall = -1;
         body.wall_rate_hz = 0;
+        body.memory = -1;
     } else if (sp_control_body_parse(req->body, req->body_len, &body, err,
                                      sizeof(err)) != 0)
     {
@@ -105,7 +106,7 @@ sp_api_handle(const sp_api_request_t *req, const sp_api_info_t *info,
                      "(no location profiles): it cannot be turned on");
     }
     sp_control_set_types(c, body.profiling, body.rate_hz, body.cpu, body.wall,
-                         body.wall_rate_hz, &st);
+                         body.wall_rate_hz, body.memory, &st);
 
     resp->status = 200;
     resp->content_type = JSON_TYPE;

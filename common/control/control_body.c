@@ -21,6 +21,7 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
     out->cpu = -1;
     out->wall = -1;
     out->wall_rate_hz = 0;
+    out->memory = -1;
     if (len == 0) {
         snprintf(err, errlen, "empty body: expected {\"profiling\": "
                  "true|false, \"rate\": N}");
@@ -43,14 +44,15 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
     }
     json_object_foreach(root, key, v) {
         if (strcmp(key, "profiling") == 0 || strcmp(key, "cpu") == 0
-            || strcmp(key, "wall") == 0)
+            || strcmp(key, "wall") == 0 || strcmp(key, "memory") == 0)
         {
             if (!json_is_boolean(v)) {
                 snprintf(err, errlen, "\"%s\" must be true or false", key);
                 goto done;
             }
             *(key[0] == 'p' ? &out->profiling
-              : key[0] == 'c' ? &out->cpu : &out->wall) = json_is_true(v);
+              : key[0] == 'c' ? &out->cpu
+              : key[0] == 'm' ? &out->memory : &out->wall) = json_is_true(v);
 
         } else if (strcmp(key, "wall_rate") == 0) {
             if (!json_is_integer(v)
@@ -80,16 +82,17 @@ sp_control_body_parse(const char *body, size_t len, sp_control_body_t *out,
 
         } else {
             snprintf(err, errlen, "unknown member \"%.64s\" (expected "
-                     "\"profiling\", \"rate\", \"cpu\", \"wall\" or "
-                     "\"wall_rate\")", key);
+                     "\"profiling\", \"rate\", \"cpu\", \"wall\", "
+                     "\"wall_rate\" or \"memory\")", key);
             goto done;
         }
     }
     if (out->profiling < 0 && out->rate_hz == 0 && out->cpu < 0
-        && out->wall < 0 && out->wall_rate_hz == 0)
+        && out->wall < 0 && out->wall_rate_hz == 0 && out->memory < 0)
     {
         snprintf(err, errlen, "nothing to change: give \"profiling\", "
-                 "\"rate\", \"cpu\", \"wall\" or \"wall_rate\"");
+                 "\"rate\", \"cpu\", \"wall\", \"wall_rate\" or "
+                 "\"memory\"");
         goto done;
     }
     rc = 0;

@@ -5,10 +5,11 @@
 
 /* The body of a control API write (POST/PUT):
  *     {"profiling": true|false, "rate": N,
- *      "cpu": true|false, "wall": true|false, "wall_rate": N}
+ *      "cpu": true|false, "wall": true|false, "wall_rate": N,
+ *      "memory": true|false}
  * every member optional but at least one, rates integers 1..1000, no
- * other member. "profiling" pauses or resumes every type; "cpu" and
- * "wall" switch one type. */
+ * other member. "profiling" pauses or resumes every type; "cpu", "wall"
+ * and "memory" switch one type. */
 
 #define SP_CONTROL_BODY_MAX  4096     /* bytes the servers read */
 
@@ -17,6 +18,7 @@ typedef struct {
     unsigned  rate_hz;                /* 0: not given */
     int       cpu, wall;              /* -1: not given */
     unsigned  wall_rate_hz;           /* 0: not given */
+    int       memory;                 /* -1: not given */
 } sp_control_body_t;
 
 /* 0, or -1 with a reason for the client in err. */

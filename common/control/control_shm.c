@@ -4,24 +4,26 @@
 #include <string.h>
 
 #include "common/control/control_shm.h"
+#include "common/profile/sampler.h"
 
 /* The wanted state packs into one word, so it is read and changed
- * atomically without a lock: generation << 32 | wall rate << 19 | wall on
- * << 18 | cpu off << 17 | profiling << 16 | rate (all-zero type bits: CPU
- * only, wall rate 0: the default). */
+ * atomically without a lock: generation << 32 | memory on << 30 | wall rate
+ * << 19 | wall on << 18 | cpu off << 17 | profiling << 16 | rate (all-zero
+ * type bits: CPU only, wall rate 0: the default). */
 #define PACK(gen, prof, rate)                                                 \
     (((uint64_t) (gen) << 32) | ((uint64_t) ((prof) ? 1 : 0) << 16)           \
      | (uint64_t) ((rate) & 0xffff))
 #define GEN(w)    ((w) >> 32)
 #define PROF(w)   ((int) (((w) >> 16) & 1))
 #define RATE(w)   ((unsigned) ((w) & 0xffff))
-#define TYPE_BITS(w)  ((w) & ((uint64_t) 0x1fff << 17))
+#define TYPE_BITS(w)  ((w) & ((uint64_t) 0x3fff << 17))
 #define CPU_OFF   ((uint64_t) 1 << 17)
 #define WALL_ON   ((uint64_t) 1 << 18)
 #define WALL_RATE(w)  ((unsigned) (((w) >> 19) & 0x7ff))
-#define TYPES_PACK(cpu, wall, wrate)                                          \
+#define MEM_ON    ((uint64_t) 1 << 30)
+#define TYPES_PACK(cpu, wall, wrate, mem)                                     \
     (((cpu) ? 0 : CPU_OFF) | ((wall) ? WALL_ON : 0)                           \
-     | ((uint64_t) ((wrate) & 0x7ff) << 19))
+     | ((uint64_t) ((wrate) & 0x7ff) << 19) | ((mem) ? MEM_ON : 0))
 
 static void
 unpack(uint64_t w, sp_control_state_t *st)
@@ -29,7 +31,9 @@ unpack(uint64_t w, sp_control_state_t *st)
     st->profiling = PROF(w);
     st->rate_hz = RATE(w);
     st->generation = GEN(w);
-    st->types = ((w & CPU_OFF) ? 0 : 1u) | ((w & WALL_ON) ? 2u : 0);
+    st->types = ((w & CPU_OFF) ? 0 : SP_SAMPLER_TYPE_CPU)
+                | ((w & WALL_ON) ? SP_SAMPLER_TYPE_WALL : 0)
+                | ((w & MEM_ON) ? SP_SAMPLER_TYPE_MEMORY : 0);
     st->wall_rate_hz = WALL_RATE(w) ? WALL_RATE(w) : 100;
 }
 
@@ -109,7 +113,10 @@ void
 sp_control_shm_configure_types(sp_control_shm_t *c, unsigned types,
     unsigned wall_rate_hz)
 {
-    uint64_t  t = TYPES_PACK(types & 1, types & 2, clamp_rate(wall_rate_hz));
+    uint64_t  t = TYPES_PACK(types & SP_SAMPLER_TYPE_CPU,
+                             types & SP_SAMPLER_TYPE_WALL,
+                             clamp_rate(wall_rate_hz),
+                             types & SP_SAMPLER_TYPE_MEMORY);
     uint64_t  w = atomic_load(&c->wanted);
 
     c->configured = (c->configured & ~TYPE_BITS(c->configured)) | t;
@@ -133,12 +140,13 @@ void
 sp_control_set(sp_control_shm_t *c, int profiling, unsigned rate_hz,
     sp_control_state_t *out)
 {
-    sp_control_set_types(c, profiling, rate_hz, -1, -1, 0, out);
+    sp_control_set_types(c, profiling, rate_hz, -1, -1, 0, -1, out);
 }
 
 void
 sp_control_set_types(sp_control_shm_t *c, int profiling, unsigned rate_hz,
-    int cpu, int wall, unsigned wall_rate_hz, sp_control_state_t *out)
+    int cpu, int wall, unsigned wall_rate_hz, int memory,
+    sp_control_state_t *out)
 {
     uint64_t  w, n, t;
 
@@ -149,7 +157,8 @@ sp_control_set_types(sp_control_shm_t *c, int profiling, unsigned rate_hz,
         t = TYPES_PACK(cpu < 0 ? !(w & CPU_OFF) : cpu,
                        wall < 0 ? !!(w & WALL_ON) : wall,
                        wall_rate_hz == 0 ? WALL_RATE(w)
-                                         : clamp_rate(wall_rate_hz));
+                                         : clamp_rate(wall_rate_hz),
+                       memory < 0 ? !!(w & MEM_ON) : memory);
         n |= t;
     } while (!atomic_compare_exchange_weak(&c->wanted, &w, n));
     unpack(n, out);

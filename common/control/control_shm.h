@@ -27,7 +27,8 @@ typedef struct {
     int       profiling;           /* 0/1 */
     unsigned  rate_hz;             /* 1..SP_CONTROL_MAX_RATE */
     uint64_t  generation;
-    /* Sample types (sampler.h's SP_SAMPLER_TYPE_CPU | _WALL; default CPU)
+    /* Sample types (sampler.h's SP_SAMPLER_TYPE_CPU | _WALL | _MEMORY;
+     * default CPU)
      * and the wall-clock rate (default 100). */
     unsigned  types;
     unsigned  wall_rate_hz;
@@ -65,10 +66,10 @@ void sp_control_configured(const sp_control_shm_t *c, sp_control_state_t *st);
  * is. Any process, any thread; returns the new state. */
 void sp_control_set(sp_control_shm_t *c, int profiling, unsigned rate_hz,
     sp_control_state_t *out);
-/* The same with the types: cpu/wall -1 leave that type as it is, 0 or 1
- * switch it; wall_rate_hz 0 leaves it. */
+/* The same with the types: cpu/wall/memory -1 leave that type as it is,
+ * 0 or 1 switch it; wall_rate_hz 0 leaves it. */
 void sp_control_set_types(sp_control_shm_t *c, int profiling,
-    unsigned rate_hz, int cpu, int wall, unsigned wall_rate_hz,
+    unsigned rate_hz, int cpu, int wall, unsigned wall_rate_hz, int memory,
     sp_control_state_t *out);
 
 /* ---- status slots ---- */

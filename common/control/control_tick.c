@@ -5,6 +5,8 @@
 #include "common/base/clock.h"
 #include "common/control/control_tick.h"
 #include "common/export/exporter.h"
+#include "common/profile/alloc_hooks.h"
+#include "common/profile/alloc_sampler.h"
 #include "common/profile/keep_rules.h"
 #include "common/profile/load_shedder.h"
 #include "common/profile/profile_truncate.h"
@@ -62,8 +64,14 @@ apply(sp_control_shm_t *c)
     if (sp_sampler_paused() != !st.profiling) {
         sp_sampler_set_paused(!st.profiling);
     }
-    if (sp_sampler_types() != st.types) {
-        sp_sampler_set_types(st.types);
+    if (sp_sampler_types() != (st.types & ~SP_SAMPLER_TYPE_MEMORY)) {
+        sp_sampler_set_types(st.types & ~SP_SAMPLER_TYPE_MEMORY);
+    }
+    /* Memory profiling: only where the hooks were installed (configured
+     * with otel_profiling_types memory); paused with every other type. */
+    if (sp_alloc_hooks_installed()) {
+        sp_alloc_sampler_set_enabled(st.profiling
+                                     && (st.types & SP_SAMPLER_TYPE_MEMORY));
     }
     if (sp_sampler_wall_rate() != st.wall_rate_hz) {
         (void) sp_sampler_set_wall_rate(st.wall_rate_hz);
@@ -79,6 +87,8 @@ collect(sp_exporter_t *e, sp_status_t *st)
     sp_keep_stats_t      ks;
     sp_load_shedder_stats_t      ls;
     sp_profile_truncate_stats_t  ts;
+    sp_alloc_sampler_stats_t     as;
+    sp_alloc_hooks_stats_t       hs;
     int                  running = sp_sampler_running();
 
     memset(st, 0, sizeof(*st));
@@ -142,6 +152,22 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_wall_base_rate_hz] = sp_sampler_wall_rate();
         st->v[SP_ST_wall_samples_taken] = ss.wall_samples;
         st->v[SP_ST_idle_ns] = ss.idle_ns;
+    }
+    if (sp_alloc_sampler_ready()) {
+        sp_alloc_sampler_get_stats(&as);
+        sp_alloc_hooks_get_stats(&hs);
+        st->v[SP_ST_memory_profiling] = hs.installed
+                                        && sp_alloc_sampler_enabled();
+        st->v[SP_ST_memory_interval_bytes] = as.mean_bytes;
+        st->v[SP_ST_memory_samples] = as.sampled;
+        st->v[SP_ST_memory_samples_dropped_ring_full] = as.dropped_ring;
+        st->v[SP_ST_memory_table_full] = as.table_full;
+        st->v[SP_ST_memory_stacks_full] = as.stacks_full;
+        st->v[SP_ST_memory_live] = as.live;
+        st->v[SP_ST_memory_hooked_objects] = hs.objects;
+        st->v[SP_ST_memory_patch_failures] = hs.failures;
+        st->v[SP_ST_memory_uninstall_timeouts] = hs.uninstall_timeouts;
+        st->v[SP_ST_memory_pinned] = hs.pinned;
     }
     st->v[SP_ST_applied_generation] = applied_generation;
 }

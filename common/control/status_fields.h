@@ -24,6 +24,26 @@
       "Wall-clock samples written to the sample ring (of samples_taken)")     \
     X(idle_ns, COUNTER,                                                       \
       "Nanoseconds the worker waited for events (wall-clock profiling on)")   \
+    X(memory_profiling, GAUGE,                                                \
+      "1 while this worker samples its heap allocations")                     \
+    X(memory_interval_bytes, GAUGE,                                           \
+      "Mean bytes allocated between two memory samples")                      \
+    X(memory_samples, COUNTER, "Heap allocations sampled")                    \
+    X(memory_samples_dropped_ring_full, COUNTER,                              \
+      "Allocation samples dropped because their ring was full")               \
+    X(memory_table_full, COUNTER,                                             \
+      "Sampled allocations not tracked as in use: the live table was full")   \
+    X(memory_stacks_full, COUNTER,                                            \
+      "Sampled allocations without a stack: the stack table was full")        \
+    X(memory_live, GAUGE, "Sampled allocations not yet freed")                \
+    X(memory_hooked_objects, GAUGE,                                           \
+      "Loaded objects whose allocator calls are hooked")                      \
+    X(memory_patch_failures, COUNTER,                                         \
+      "Allocator GOT slots that could not be written")                        \
+    X(memory_uninstall_timeouts, COUNTER,                                     \
+      "Hook removals that timed out waiting for threads (module pinned)")     \
+    X(memory_pinned, GAUGE,                                                   \
+      "1 when the module pinned itself in memory (could not unhook safely)")  \
     X(spans_started, COUNTER,                                                 \
       "Spans begun by requests (queued or dropped because the queue was full)") \
     X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \

@@ -4,6 +4,7 @@
 #include <jansson.h>
 
 #include "common/base/version.h"
+#include "common/profile/sampler.h"
 #include "common/control/status_json.h"
 
 static json_t *
@@ -100,8 +101,8 @@ sp_status_json(const sp_api_info_t *info, const sp_control_shm_t *c,
             }
         }
     }
-    root = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:I, s:b, s:b, s:I, s:I, "
-                     "s:{s:b, s:I, s:b, s:b, s:I}}, s:o}",
+    root = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:I, s:b, s:b, s:I, s:b, "
+                     "s:I, s:{s:b, s:I, s:b, s:b, s:I, s:b}}, s:o}",
                      "module", SP_SCOPE_NAME,
                      "version", SP_VERSION,
                      "server", info->server != NULL ? info->server : "",
@@ -112,6 +113,7 @@ sp_status_json(const sp_api_info_t *info, const sp_control_shm_t *c,
                        "cpu", (int) (want.types & 1),
                        "wall", (int) !!(want.types & 2),
                        "wall_rate", (json_int_t) want.wall_rate_hz,
+                       "memory", (int) !!(want.types & SP_SAMPLER_TYPE_MEMORY),
                        "generation", (json_int_t) want.generation,
                        "configured",
                          "profiling", conf.profiling,
@@ -119,6 +121,8 @@ sp_status_json(const sp_api_info_t *info, const sp_control_shm_t *c,
                          "cpu", (int) (conf.types & 1),
                          "wall", (int) !!(conf.types & 2),
                          "wall_rate", (json_int_t) conf.wall_rate_hz,
+                         "memory",
+                         (int) !!(conf.types & SP_SAMPLER_TYPE_MEMORY),
                      "workers", workers);
     return dump(root, len);
 }

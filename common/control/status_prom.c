@@ -3,6 +3,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/version.h"
+#include "common/profile/sampler.h"
 #include "common/control/status_prom.h"
 
 /* Label values here are a version and a server name: only '\\', '"' and
@@ -71,6 +72,10 @@ sp_status_prometheus(const sp_api_info_t *info, const sp_control_shm_t *c,
            "Wall-clock sampler rate wanted by the control state");
     sp_buf_appendf(&b, "spanprof_control_wall_rate_hz %u\n",
                    want.wall_rate_hz);
+    family(&b, "control_memory", "", "gauge",
+           "Memory profiling wanted by the control state (1 on, 0 off)");
+    sp_buf_appendf(&b, "spanprof_control_memory %d\n",
+                   !!(want.types & SP_SAMPLER_TYPE_MEMORY));
     family(&b, "control_generation", "", "gauge",
            "Changes made to the control state since the configuration "
            "was loaded");

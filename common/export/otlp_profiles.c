@@ -331,9 +331,10 @@ dict_new(enc_t *e, const sp_otlp_profile_part_t *parts, size_t n)
         nloc += parts[i].p->nlocations;
         nsmp += parts[i].p->nsamples;
     }
-    /* "", value type names (cpu, wall, off_cpu, nanoseconds), 2 attribute
-     * keys; a file per mapping; a name and a file per function. */
-    e->max_strs = 1 + 6 + 2 + nmap + 2 * nfn;
+    /* "", value type names (cpu, wall, off_cpu, nanoseconds; the memory
+     * ones, count, bytes, space), 2 attribute keys; a file per mapping; a
+     * name and a file per function. */
+    e->max_strs = 1 + 16 + 2 + nmap + 2 * nfn;
     e->max_attrs = 1 + nmap + nsmp;
     e->max_links = 1 + nsmp;
     e->max_stacks = 1 + nsmp;
@@ -532,6 +533,13 @@ sample_to_pb(enc_t *e, const sp_profile_sample_t *ps)
      * must be of one length when both are set. */
     total = ps->cpu_ns != 0 ? ps->cpu_ns
                             : ps->count * (int64_t) p->period_ns;
+    if (e->type >= SP_OTLP_PROFILE_ALLOC_OBJECTS) {
+        /* memory: objects or bytes, one value (a snapshot for in-use) */
+        total = e->type == SP_OTLP_PROFILE_ALLOC_OBJECTS
+                || e->type == SP_OTLP_PROFILE_INUSE_OBJECTS
+                ? ps->count : ps->cpu_ns;
+        nts = 0;
+    }
     if (e->type == SP_OTLP_PROFILE_OFF_CPU) {
         /* off-CPU ns per signal when known, else the sample's sum */
         total = ps->off_cpu_ns;
@@ -606,11 +614,28 @@ profile_new(enc_t *e)
         return NULL;
     }
     *pr = init;
-    pr->sample_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU ? "cpu"
-                                    : e->type == SP_OTLP_PROFILE_WALL ? "wall"
-                                    : "off_cpu", "nanoseconds");
-    pr->period_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU ? "cpu"
-                                    : "wall", "nanoseconds");
+    switch (e->type) {
+    case SP_OTLP_PROFILE_ALLOC_OBJECTS:
+    case SP_OTLP_PROFILE_ALLOC_SPACE:
+    case SP_OTLP_PROFILE_INUSE_OBJECTS:
+    case SP_OTLP_PROFILE_INUSE_SPACE:
+        pr->sample_type = value_type(e,
+            e->type == SP_OTLP_PROFILE_ALLOC_OBJECTS ? "alloc_objects"
+            : e->type == SP_OTLP_PROFILE_ALLOC_SPACE ? "alloc_space"
+            : e->type == SP_OTLP_PROFILE_INUSE_OBJECTS ? "inuse_objects"
+            : "inuse_space",
+            e->type == SP_OTLP_PROFILE_ALLOC_OBJECTS
+            || e->type == SP_OTLP_PROFILE_INUSE_OBJECTS ? "count" : "bytes");
+        pr->period_type = value_type(e, "space", "bytes");
+        break;
+    default:
+        pr->sample_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU
+                                        ? "cpu"
+                                        : e->type == SP_OTLP_PROFILE_WALL
+                                        ? "wall" : "off_cpu", "nanoseconds");
+        pr->period_type = value_type(e, e->type == SP_OTLP_PROFILE_CPU
+                                        ? "cpu" : "wall", "nanoseconds");
+    }
     if (pr->sample_type == NULL || pr->period_type == NULL) {
         return NULL;
     }

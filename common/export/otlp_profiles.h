@@ -47,7 +47,16 @@ int sp_otlp_profiles_encode(sp_arena_t *a, const sp_profile_t *p,
 typedef enum {
     SP_OTLP_PROFILE_CPU = 0,
     SP_OTLP_PROFILE_WALL,
-    SP_OTLP_PROFILE_OFF_CPU
+    SP_OTLP_PROFILE_OFF_CPU,
+    /* Memory (sampler.h's SP_SAMPLE_ALLOC / SP_SAMPLE_INUSE profiles: a
+     * sample's count is objects, its cpu_ns bytes), one value per sample,
+     * no timestamps; period_type space/bytes, period the sampling
+     * interval: alloc_objects/count, alloc_space/bytes of an ALLOC
+     * profile, inuse_objects/count, inuse_space/bytes of an INUSE one. */
+    SP_OTLP_PROFILE_ALLOC_OBJECTS,
+    SP_OTLP_PROFILE_ALLOC_SPACE,
+    SP_OTLP_PROFILE_INUSE_OBJECTS,
+    SP_OTLP_PROFILE_INUSE_SPACE
 } sp_otlp_profile_type_t;
 
 typedef struct {

@@ -319,14 +319,15 @@ sample_to_pb(sp_arena_t *a, const sp_profile_t *p, strtab_t *t,
 
 static pb_profile_t *
 build_profile(sp_arena_t *a, const sp_profile_t *p,
-    sp_pprof_span_labels_t span_labels, int wall)
+    sp_pprof_span_labels_t span_labels, int kind)
 {
+    int                        wall = kind == SP_SAMPLE_WALL;
     static const pb_profile_t  init = PERFTOOLS__PROFILES__PROFILE__INIT;
     pb_profile_t              *pr;
     strtab_t                   t;
     size_t                     i;
 
-    /* "", 4 type/unit names, 3 label keys; two per mapping and function;
+    /* "", up to 6 type/unit names, 3 label keys; two per mapping and function;
      * three per sample. */
     if (strtab_init(a, &t, 10 + 2 * p->nmappings + 2 * p->nfunctions
                            + 3 * p->nsamples) != 0)
@@ -344,12 +345,23 @@ build_profile(sp_arena_t *a, const sp_profile_t *p,
     if (pr->sample_type == NULL) {
         return NULL;
     }
-    pr->sample_type[0] = value_type(a, &t, "samples", "count");
-    pr->sample_type[1] = value_type(a, &t, wall ? "wall" : "cpu",
-                                    "nanoseconds");
+    if (kind == SP_SAMPLE_ALLOC || kind == SP_SAMPLE_INUSE) {
+        /* As Go's heap profiles: values [objects, bytes]. */
+        pr->sample_type[0] = value_type(a, &t, kind == SP_SAMPLE_ALLOC
+                                        ? "alloc_objects" : "inuse_objects",
+                                        "count");
+        pr->sample_type[1] = value_type(a, &t, kind == SP_SAMPLE_ALLOC
+                                        ? "alloc_space" : "inuse_space",
+                                        "bytes");
+        pr->period_type = value_type(a, &t, "space", "bytes");
+    } else {
+        pr->sample_type[0] = value_type(a, &t, "samples", "count");
+        pr->sample_type[1] = value_type(a, &t, wall ? "wall" : "cpu",
+                                        "nanoseconds");
+        pr->period_type = value_type(a, &t, wall ? "wall" : "cpu",
+                                     "nanoseconds");
+    }
     pr->n_sample_type = 2;
-    pr->period_type = value_type(a, &t, wall ? "wall" : "cpu",
-                                 "nanoseconds");
     if (wall) {
         pr->sample_type[2] = value_type(a, &t, "off_cpu", "nanoseconds");
         pr->n_sample_type = 3;
@@ -403,8 +415,7 @@ int
 sp_pprof_encode_opts(sp_arena_t *a, const sp_profile_t *p,
     const sp_pprof_opts_t *o, sp_buf_t *out)
 {
-    pb_profile_t  *pr = build_profile(a, p, o->span_labels,
-                                      o->kind == SP_SAMPLE_WALL);
+    pb_profile_t  *pr = build_profile(a, p, o->span_labels, o->kind);
     size_t         size, len0 = out->len;
     uint8_t       *tmp;
     int            gzip = o->gzip;

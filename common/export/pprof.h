@@ -42,7 +42,11 @@ typedef struct {
     sp_pprof_span_labels_t  span_labels;
     /* sp_sample_kind_t of p's samples. SP_SAMPLE_WALL: sample_type
      * [samples/count, wall/nanoseconds, off_cpu/nanoseconds], values
-     * [count, wall ns, off-CPU ns], period_type wall/nanoseconds. */
+     * [count, wall ns, off-CPU ns], period_type wall/nanoseconds.
+     * SP_SAMPLE_ALLOC / SP_SAMPLE_INUSE, as Go's heap profiles:
+     * [alloc_objects/count, alloc_space/bytes] or [inuse_objects/count,
+     * inuse_space/bytes], period_type space/bytes, period the sampling
+     * interval (p's period_ns). */
     int                     kind;
 } sp_pprof_opts_t;
 

@@ -52,7 +52,9 @@ typedef struct {
     uint64_t                start_ns;   /* wall clock, interval start */
     uint64_t                end_ns;
     uint64_t                period_ns;  /* sampler's period at the end */
-    /* sp_sample_kind_t (sampler.h): CPU, or WALL whose cpu_ns fields hold
+    /* ALLOC and INUSE (memory) profiles: count is objects, cpu_ns bytes,
+     * period_ns the sampling interval in bytes.
+     * sp_sample_kind_t (sampler.h): CPU, or WALL whose cpu_ns fields hold
      * wall ns; copies (profile_truncate.h) may not keep it: encoders are
      * told the type apart. */
     int                     kind;

@@ -296,6 +296,9 @@ static void
 aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
 {
     int          has_span = labelled && s->has_ctx;
+    int          memory = s->kind == SP_SAMPLE_ALLOC
+                          || s->kind == SP_SAMPLE_INUSE;
+    int64_t      value, off;
     uint64_t     h = 0;
     size_t       i, slot;
     int32_t      name = -1, idx;
@@ -375,14 +378,19 @@ aggregate(sp_profile_builder_t *b, const sp_raw_sample_t *s, int labelled)
         b->dropped++;
         return;
     }
+    /* Memory samples carry their bytes where wall ones carry off-CPU
+     * time (sampler.h): they become the value (cpu_ns) of the sample. */
+    value = memory ? (int64_t) s->off_cpu_ns
+                   : (int64_t) s->weight * s->period_ns;
+    off = memory ? 0 : (int64_t) s->off_cpu_ns;
     b->entries[idx].count += s->weight;
-    b->entries[idx].cpu_ns += (int64_t) s->weight * s->period_ns;
-    b->entries[idx].off_cpu_ns += (int64_t) s->off_cpu_ns;
+    b->entries[idx].cpu_ns += value;
+    b->entries[idx].off_cpu_ns += off;
     b->entries[idx].nts++;
     b->stamps[b->nstamps].entry = (uint32_t) idx;
     b->stamps[b->nstamps].ns = s->time_ns;
-    b->stamps[b->nstamps].cpu_ns = (int64_t) s->weight * s->period_ns;
-    b->stamps[b->nstamps].off_cpu_ns = (int64_t) s->off_cpu_ns;
+    b->stamps[b->nstamps].cpu_ns = value;
+    b->stamps[b->nstamps].off_cpu_ns = off;
     b->nstamps++;
     b->kind_stamps[s->kind]++;
 }

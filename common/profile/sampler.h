@@ -26,8 +26,10 @@
  * mixes with the CPU timer's SIGPROF (nginx and httpd use no RT signal). */
 #define SP_SAMPLER_WALL_SIGNAL  (SIGRTMIN + 4)
 
-/* What a raw sample measures. ALLOC and INUSE are kept for memory
- * profiling (weight and period then count objects and bytes). */
+/* What a raw sample measures. ALLOC and INUSE are memory samples, made by
+ * the exporter from alloc_sampler.h's (never by the signal handler):
+ * weight is the objects the sample stands for (rounded, at least 1),
+ * off_cpu_ns carries its bytes (the profile's cpu_ns of the sample). */
 typedef enum {
     SP_SAMPLE_CPU = 0,        /* weight * period_ns: CPU ns */
     SP_SAMPLE_WALL = 1,       /* weight * period_ns: wall ns; off_cpu_ns */

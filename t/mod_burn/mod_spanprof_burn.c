@@ -13,6 +13,12 @@
  *                               "alpha 300 <pid> <tid>\n".
  *   GET /burn?fn=wait&ms=300    answers after 300 ms without using CPU.
  *   ...&status=500              answers with that status (default 200).
+ *   GET /burn?fn=alloc&kb=4096  allocates 4096 KB in 16 KB blocks in
+ *                               spanprof_burn_alloc(), freeing each.
+ *   GET /burn?fn=leak&kb=1024&max=6144
+ *                               allocates 1024 KB in 16 KB blocks in
+ *                               spanprof_burn_leak() and never frees them,
+ *                               until the child holds max KB.
  *
  *   SpanprofSpin <iterations>   (server config) runs a register-only loop
  *                               in log_transaction of every request, for
@@ -90,6 +96,53 @@ spanprof_apache_burn_beta(long ms)
 }
 
 
+#define SPANPROF_BLOCK  (16 * 1024)
+
+/* Escapes every block, so that each malloc/free pair stays (called
+ * through this object's PLT: the hooks see it). */
+static void *volatile     spanprof_alloc_last;
+static _Atomic long       spanprof_leaked_kb;
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_burn_alloc(long kb)
+{
+    long   i;
+    char  *p;
+
+    for (i = 0; i < kb * 1024 / SPANPROF_BLOCK; i++) {
+        p = malloc(SPANPROF_BLOCK);
+        if (p == NULL) {
+            return;
+        }
+        p[0] = (char) i;
+        spanprof_alloc_last = p;
+        free(p);
+    }
+}
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_burn_leak(long kb, long max_kb)
+{
+    long   i;
+    char  *p;
+
+    for (i = 0; i < kb * 1024 / SPANPROF_BLOCK; i++) {
+        if (spanprof_leaked_kb + SPANPROF_BLOCK / 1024 > max_kb) {
+            return;
+        }
+        p = malloc(SPANPROF_BLOCK);
+        if (p == NULL) {
+            return;
+        }
+        p[0] = (char) i;
+        spanprof_alloc_last = p;               /* never freed */
+        spanprof_leaked_kb += SPANPROF_BLOCK / 1024;
+    }
+}
+
+
 static const char *
 spanprof_burn_arg(request_rec *r, const char *name)
 {
@@ -131,6 +184,16 @@ spanprof_burn_handler(request_rec *r)
         spanprof_apache_burn_beta(ms);
     } else if (strcmp(fn, "wait") == 0) {
         apr_sleep(apr_time_from_msec(ms));
+    } else if (strcmp(fn, "alloc") == 0 || strcmp(fn, "leak") == 0) {
+        const char  *kb = spanprof_burn_arg(r, "kb");
+        const char  *max = spanprof_burn_arg(r, "max");
+
+        ms = kb ? strtol(kb, NULL, 10) : 1024;
+        if (fn[0] == 'a') {
+            spanprof_burn_alloc(ms);
+        } else {
+            spanprof_burn_leak(ms, max ? strtol(max, NULL, 10) : ms);
+        }
     } else {
         return HTTP_BAD_REQUEST;
     }

@@ -19,6 +19,13 @@
  *       runs a register-only loop in the log phase of every request, for
  *       bench/amplification: the same fixed work beside different requests.
  *       The worker logs at exit (notice) how long the loop took on average.
+ *   spanprof_alloc <KB>;
+ *       allocates <KB> in 16 KB blocks in spanprof_burn_alloc(), touching
+ *       and freeing each (memory profiling: alloc_space, no in-use).
+ *   spanprof_leak <KB> <max KB>;
+ *       allocates <KB> in 16 KB blocks in spanprof_burn_leak() and never
+ *       frees them, until the worker holds <max KB> (then it allocates
+ *       nothing: the leak is bounded).
  */
 
 #include <ngx_config.h>
@@ -26,6 +33,7 @@
 #include <ngx_http.h>
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +46,8 @@ typedef struct {
     ngx_uint_t   slices;
     ngx_uint_t   spin;          /* spanprof_spin iterations */
     ngx_uint_t   status;        /* spanprof_burn_status */
+    size_t       alloc_kb;      /* spanprof_alloc, spanprof_leak */
+    size_t       leak_max_kb;
 } ngx_http_spanprof_burn_loc_conf_t;
 
 
@@ -51,6 +61,8 @@ static char *ngx_http_spanprof_burn(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_spanprof_wait(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_spanprof_block(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_spanprof_alloc(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void *ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf,
@@ -78,6 +90,20 @@ static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
     { ngx_string("spanprof_block"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_spanprof_block,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("spanprof_alloc"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_alloc,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("spanprof_leak"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE2,
+      ngx_http_spanprof_alloc,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -226,6 +252,53 @@ ngx_http_spanprof_block_ms(ngx_msec_t ms)
 }
 
 
+#define SPANPROF_BLOCK  (16 * 1024)
+
+/* Escapes every block, so the compiler keeps each malloc/free pair (and
+ * calls them through the PLT: the hooks see this object's calls). */
+static void *volatile  ngx_http_spanprof_alloc_last;
+static size_t          ngx_http_spanprof_leaked_kb;
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_burn_alloc(size_t kb)
+{
+    size_t  i;
+    char   *p;
+
+    for (i = 0; i < kb * 1024 / SPANPROF_BLOCK; i++) {
+        p = malloc(SPANPROF_BLOCK);
+        if (p == NULL) {
+            return;
+        }
+        p[0] = (char) i;
+        ngx_http_spanprof_alloc_last = p;
+        free(p);
+    }
+}
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_burn_leak(size_t kb, size_t max_kb)
+{
+    size_t  i;
+    char   *p;
+
+    for (i = 0; i < kb * 1024 / SPANPROF_BLOCK; i++) {
+        if (ngx_http_spanprof_leaked_kb + SPANPROF_BLOCK / 1024 > max_kb) {
+            return;
+        }
+        p = malloc(SPANPROF_BLOCK);
+        if (p == NULL) {
+            return;
+        }
+        p[0] = (char) i;
+        ngx_http_spanprof_alloc_last = p;      /* never freed */
+        ngx_http_spanprof_leaked_kb += SPANPROF_BLOCK / 1024;
+    }
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_burn_respond(ngx_http_request_t *r)
 {
@@ -357,6 +430,56 @@ ngx_http_spanprof_spin_handler(ngx_http_request_t *r)
     ngx_http_spanprof_spins++;
 
     return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_alloc_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                           rc;
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+    if (lcf->leak_max_kb) {
+        spanprof_burn_leak(lcf->alloc_kb, lcf->leak_max_kb);
+    } else {
+        spanprof_burn_alloc(lcf->alloc_kb);
+    }
+    return ngx_http_spanprof_burn_respond(r);
+}
+
+
+static char *
+ngx_http_spanprof_alloc(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_burn_loc_conf_t *lcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_int_t                  n;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+    if (n <= 0) {
+        return "takes a positive number of KB";
+    }
+    lcf->alloc_kb = n;
+    if (cf->args->nelts == 3) {
+        n = ngx_atoi(value[2].data, value[2].len);
+        if (n <= 0) {
+            return "takes a positive maximum number of KB";
+        }
+        lcf->leak_max_kb = n;
+    }
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_spanprof_alloc_handler;
+
+    return NGX_CONF_OK;
 }
 
 

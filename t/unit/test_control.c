@@ -19,6 +19,7 @@
 #include "common/control/control_shm.h"
 #include "common/control/status_json.h"
 #include "common/control/status_prom.h"
+#include "common/profile/sampler.h"
 
 static void
 test_body(void)
@@ -30,7 +31,7 @@ test_body(void)
         "{\"profiling\": \"off\"}", "{\"rate\": 0}", "{\"rate\": 1001}",
         "{\"rate\": 10.5}", "{\"rate\": -3}", "{\"rate\": \"100\"}",
         "{\"speed\": 3}", "{\"rate\": 5, \"rate\": 6}", "null",
-        "{\"profiling\": false} x",
+        "{\"profiling\": false} x", "{\"memory\": 1}", "{\"memory\": null}",
     };
     size_t  i;
 
@@ -42,6 +43,14 @@ test_body(void)
        && b.profiling == 1 && b.rate_hz == 250, "profiling true, rate 250");
     ok(sp_control_body_parse("{\"rate\": 1000}", 14, &b, err, sizeof(err))
        == 0 && b.profiling == -1 && b.rate_hz == 1000, "rate only");
+    ok(sp_control_body_parse("{\"memory\": false}", 17, &b, err, sizeof(err))
+       == 0 && b.memory == 0 && b.profiling == -1 && b.cpu == -1
+       && b.wall == -1, "memory false only");
+    ok(sp_control_body_parse("{\"memory\":true,\"wall\":false}", 28, &b, err,
+                             sizeof(err)) == 0
+       && b.memory == 1 && b.wall == 0, "memory true, wall false");
+    ok(sp_control_body_parse("{\"rate\": 5}", 11, &b, err, sizeof(err)) == 0
+       && b.memory == -1, "memory not given: -1");
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
         ok(sp_control_body_parse(bad[i], strlen(bad[i]), &b, err,
@@ -98,11 +107,26 @@ test_state(void *mem)
     sp_control_set(c, -1, 250, &st);
     ok(st.profiling == 0 && st.rate_hz == 250 && st.generation == 3,
        "rate 250, profiling kept");
+    sp_control_shm_configure_types(c, SP_SAMPLER_TYPE_CPU
+                                      | SP_SAMPLER_TYPE_MEMORY, 100);
+    sp_control_get(c, &st);
+    ok(st.types == (SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_MEMORY),
+       "configured types cpu memory");
+    sp_control_set_types(c, -1, 0, -1, 1, 0, 0, &st);
+    ok(st.types == (SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_WALL)
+       && st.rate_hz == 250 && st.profiling == 0,
+       "memory off, wall on; rate and profiling kept");
+    sp_control_set_types(c, -1, 0, -1, -1, 0, 1, &st);
+    ok(st.types == (SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_WALL
+                    | SP_SAMPLER_TYPE_MEMORY) && st.wall_rate_hz == 100,
+       "memory on again, the others kept");
     sp_control_configured(c, &conf);
+    ok(conf.types == (SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_MEMORY),
+       "configured types unchanged");
     ok(conf.profiling == 1 && conf.rate_hz == 100, "configured unchanged");
     ok(sp_control_shm_reset(mem, 1, 50) == c, "reset of a block");
     sp_control_get(c, &st);
-    ok(st.profiling == 1 && st.rate_hz == 50 && st.generation == 4,
+    ok(st.profiling == 1 && st.rate_hz == 50 && st.generation == 6,
        "reset: the new configured state, a new generation");
     {
         static _Alignas(64) unsigned char  junk[4096];

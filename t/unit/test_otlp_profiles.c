@@ -149,6 +149,71 @@ response(const char *textfmt, size_t msglen, int want_rc,
     }
 }
 
+/* Memory parts (objects and bytes of an ALLOC and an INUSE profile) in one
+ * request: their sample and period types, one value per sample, no
+ * timestamps. */
+static void
+test_memory_parts(sp_arena_t *a)
+{
+    static const struct {
+        int          type;
+        const char  *name, *unit;
+    } k[] = {
+        { SP_OTLP_PROFILE_ALLOC_OBJECTS, "alloc_objects", "count" },
+        { SP_OTLP_PROFILE_ALLOC_SPACE, "alloc_space", "bytes" },
+        { SP_OTLP_PROFILE_INUSE_OBJECTS, "inuse_objects", "count" },
+        { SP_OTLP_PROFILE_INUSE_SPACE, "inuse_space", "bytes" },
+    };
+    sp_otlp_profile_part_t  parts[4];
+    sp_profile_sample_t     ms[3];
+    sp_profile_t            m = prof;
+    sp_buf_t                out;
+    char                    path[256], cmd[1024], *t, *p;
+    size_t                  i, nprof = 0;
+
+    memcpy(ms, samples, sizeof(ms));
+    for (i = 0; i < 3; i++) {
+        ms[i].cpu_ns = 40000 + (int64_t) i;     /* bytes */
+    }
+    m.samples = ms;
+    m.period_ns = 524288;
+    for (i = 0; i < 4; i++) {
+        parts[i] = (sp_otlp_profile_part_t) { &m, k[i].type };
+    }
+    sp_buf_init(&out);
+    is_int(sp_otlp_profiles_encode_n(a, parts, 4, &out), 0,
+           "four memory parts encode");
+    sp_arena_reset(a);
+    snprintf(path, sizeof(path), "%s/memory.pb", tmpdir);
+    ok(write_file(path, out.data, out.len) == 0, "written");
+    sp_buf_free(&out);
+    snprintf(cmd, sizeof(cmd), "protoc --decode=" REQUEST " -I proto proto/"
+             SERVICE " < %s", path);
+    t = run(cmd);
+    ok(t != NULL, "protoc decodes it");
+    if (t == NULL) {
+        return;
+    }
+    for (p = t; (p = strstr(p, "    profiles {\n")) != NULL; p++) {
+        nprof++;
+    }
+    is_int(nprof, 4, "four Profiles");
+    for (i = 0; i < 4; i++) {
+        ok(strstr(t, fmt("string_table: \"%s\"", k[i].name)) != NULL
+           && strstr(t, fmt("string_table: \"%s\"", k[i].unit)) != NULL,
+           "%s/%s in the string table", k[i].name, k[i].unit);
+    }
+    ok(strstr(t, "string_table: \"space\"") != NULL
+       && strstr(t, "string_table: \"nanoseconds\"") == NULL,
+       "period type space (no nanoseconds)");
+    ok(strstr(t, "period: 524288\n") != NULL, "period: the interval");
+    ok(strstr(t, fmt("values: %lld\n", (long long) ms[0].count)) != NULL
+       && strstr(t, "values: 40000\n") != NULL
+       && strstr(t, "values: 40002\n") != NULL, "values: objects, bytes");
+    ok(strstr(t, "timestamps_unix_nano") == NULL, "no timestamps");
+    free(t);
+}
+
 static void
 test_parse_response(void)
 {
@@ -513,6 +578,7 @@ main(void)
 
     test_bad_profile(&a);
     test_parse_response();
+    test_memory_parts(&a);
 
     {
         char  cmd[256];

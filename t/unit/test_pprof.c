@@ -17,6 +17,7 @@
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/export/pprof.h"
+#include "common/profile/sampler.h"
 
 #define UPSTREAM  "../shared/proto-upstream"
 
@@ -95,6 +96,78 @@ test_pyroscope_labels(sp_arena_t *a)
        && strstr(t, TRACE2_HEX) == NULL, "no trace_id label, no trace id");
     free(t);
     sp_buf_free(&out);
+}
+
+/* Memory profiles, as Go's heap profiles: [alloc_objects/count,
+ * alloc_space/bytes] or [inuse_objects/count, inuse_space/bytes], period
+ * type space/bytes, the sample's count and cpu_ns (bytes) as values. */
+static void
+test_memory_kinds(sp_arena_t *a)
+{
+    static const struct {
+        int          kind;
+        const char  *objects, *space, *name;
+    } k[] = {
+        { SP_SAMPLE_ALLOC, "alloc_objects", "alloc_space", "alloc" },
+        { SP_SAMPLE_INUSE, "inuse_objects", "inuse_space", "inuse" },
+    };
+    sp_profile_t  m = prof;
+    sp_buf_t      out;
+    char          path[160], cmd[512], want[160], *t;
+    size_t        i;
+
+    sp_profile_sample_t  ms[3];
+
+    /* objects in count, bytes in cpu_ns (profile.h) */
+    memcpy(ms, samples, sizeof(ms));
+    ms[0].cpu_ns = 3 * 4096;
+    ms[1].cpu_ns = 2 * 65536;
+    ms[2].cpu_ns = 1000000;
+    m.samples = ms;
+    m.period_ns = 524288;
+    for (i = 0; i < 2; i++) {
+        sp_buf_init(&out);
+        is_int(sp_pprof_encode_opts(a, &m, &(sp_pprof_opts_t) {
+                   .gzip = 0, .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
+                   .kind = k[i].kind }, &out), 0,
+               "encode a %s profile", k[i].name);
+        sp_arena_reset(a);
+        snprintf(path, sizeof(path), "%s/%s.pb", tmpdir, k[i].name);
+        ok(write_file(path, out.data, out.len) == 0, "written");
+        snprintf(cmd, sizeof(cmd),
+                 "protoc --decode=perftools.profiles.Profile -I proto "
+                 "proto/pprof/profile.proto < %s", path);
+        t = run(cmd);
+        ok(t != NULL, "protoc decodes it");
+        if (t == NULL) {
+            t = strdup("");
+        }
+        while (nstrs > 0) {
+            free(strs[--nstrs]);
+        }
+        parse_strings(t);
+        ok(str_index(k[i].objects) > 0 && str_index(k[i].space) > 0
+           && str_index("count") > 0 && str_index("bytes") > 0
+           && str_index("space") > 0, "%s: its type and unit names",
+           k[i].name);
+        ok(str_index("cpu") < 0 && str_index("nanoseconds") < 0
+           && str_index("samples") < 0, "no CPU type names");
+        snprintf(want, sizeof(want), "sample_type {\n  type: %d\n  unit: %d\n}",
+                 str_index(k[i].objects), str_index("count"));
+        ok(strstr(t, want) != NULL, "sample_type %s/count", k[i].objects);
+        snprintf(want, sizeof(want), "period_type {\n  type: %d\n  unit: %d\n}",
+                 str_index("space"), str_index("bytes"));
+        ok(strstr(t, want) != NULL, "period_type space/bytes");
+        ok(strstr(t, "period: 524288\n") != NULL, "period: the interval");
+        snprintf(want, sizeof(want), "value: %lld\n  value: %lld\n",
+                 (long long) ms[0].count, (long long) ms[0].cpu_ns);
+        ok(strstr(t, want) != NULL, "values: count (objects), cpu_ns (bytes)");
+        while (nstrs > 0) {
+            free(strs[--nstrs]);
+        }
+        free(t);
+        sp_buf_free(&out);
+    }
 }
 
 int
@@ -310,6 +383,7 @@ main(void)
     test_bad_profile(&a);
     test_empty(&a);
     test_pyroscope_labels(&a);
+    test_memory_kinds(&a);
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) {
