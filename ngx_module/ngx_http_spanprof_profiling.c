@@ -23,6 +23,11 @@
 #include "common/base/clock.h"
 #include "common/profile/sampler.h"
 
+#if (NGX_THREADS)
+#include <pthread.h>
+#include <signal.h>
+#endif
+
 
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
@@ -190,6 +195,202 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 }
 
 
+/* ---- thread pool tasks (aio threads) -------------------------------------- */
+
+#if (NGX_THREADS)
+
+/*
+ * With "aio threads", a request's file reads run as tasks on the worker's
+ * thread pool. The copy filter gives each read task to its thread_handler
+ * (ngx_output_chain_ctx_t), which posts it to the pool; we put our own
+ * thread_handler in its place. It swaps the task's handler for
+ * ngx_http_spanprof_task_run and notes the original and the request's
+ * record in a small in-flight table, keyed by the task's ctx (the value the
+ * pool thread passes to the handler). On the pool thread that function
+ * restores the task, registers the thread with the sampler on its first
+ * task, and runs the original with the request's labels attached and the
+ * thread's wall timer armed: an idle pool thread (waiting on its queue)
+ * takes no sample.
+ *
+ * task->ctx itself is never touched: nginx reads it while a task is in
+ * flight (a duplicate sendfile call); task->handler it reads only when
+ * posting. The copy filter's context exists after its first call only, so
+ * a request's first read task runs unwrapped (unsampled, or unlabelled on
+ * a pool thread already registered).
+ */
+
+typedef void (*ngx_http_spanprof_task_pt)(void *data, ngx_log_t *log);
+
+typedef struct ngx_http_spanprof_task_s  ngx_http_spanprof_task_t;
+
+struct ngx_http_spanprof_task_s {
+    void                       *data;      /* the task's ctx: the key */
+    ngx_thread_task_t          *task;
+    ngx_http_spanprof_task_pt   handler;   /* the task's own */
+    sp_thread_ctx_record_t     *record;    /* NULL: unlabelled */
+    ngx_http_spanprof_task_t   *next;
+};
+
+typedef ngx_int_t (*ngx_http_spanprof_thread_handler_pt)(
+    ngx_thread_task_t *task, ngx_file_t *file);
+
+/* nginx's copy filter: no header declares it. */
+extern ngx_module_t  ngx_http_copy_filter_module;
+
+static ngx_http_spanprof_thread_handler_pt  ngx_http_spanprof_copy_thread_next;
+
+static pthread_mutex_t            ngx_http_spanprof_tasks_lock =
+    PTHREAD_MUTEX_INITIALIZER;
+static ngx_http_spanprof_task_t  *ngx_http_spanprof_tasks;
+
+/* The pool thread was registered with the sampler (0: not yet, -1: that
+ * failed; it is not tried again). */
+static __thread int  ngx_http_spanprof_pool_thread;
+
+
+static void
+ngx_http_spanprof_task_run(void *data, ngx_log_t *log)
+{
+    sigset_t                   set;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next) {
+        if ((*pt)->data == data) {
+            break;
+        }
+    }
+    t = *pt;
+    if (t != NULL) {
+        *pt = t->next;
+    }
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+
+    if (t == NULL) {
+        /* cannot happen: every swapped task is in the table */
+        ngx_log_error(NGX_LOG_ALERT, log, 0,
+                      "spanprof: thread task %p not found", data);
+        return;
+    }
+
+    /* Back to nginx's own: the next post of this task may bypass us. */
+    t->task->handler = t->handler;
+
+    if (ngx_http_spanprof_pool_thread == 0) {
+        /* nginx blocks every signal on its pool threads: let the sampler's
+         * two in (their timers target this thread alone), then warm TLS
+         * and arm the CPU timer; the wall timer waits for a task. */
+        ngx_http_spanprof_pool_thread = -1;
+        if (sp_sampler_running()
+            && sp_sampler_thread_register_on_demand() == 0)
+        {
+            sigemptyset(&set);
+            sigaddset(&set, SIGPROF);
+            sigaddset(&set, SP_SAMPLER_WALL_SIGNAL);
+            (void) pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            ngx_http_spanprof_pool_thread = 1;
+        }
+    }
+
+    if (ngx_http_spanprof_pool_thread == 1) {
+        sp_sampler_wall_active(1);
+        sp_thread_ctx_attach(t->record);
+        t->handler(data, log);
+        sp_thread_ctx_detach();
+        sp_sampler_wall_active(0);
+
+    } else {
+        t->handler(data, log);
+    }
+
+    ngx_free(t);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_copy_thread_handler(ngx_thread_task_t *task,
+    ngx_file_t *file)
+{
+    ngx_int_t                  rc;
+    ngx_http_request_t        *r;
+    ngx_http_spanprof_ctx_t   *ctx;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    r = file->thread_ctx;
+
+    /* A task in flight (nginx tolerates a second sendfile call then), or
+     * one that is ours already: nginx's handler as is. */
+    if (r->aio || task->handler == ngx_http_spanprof_task_run
+        || !ngx_http_spanprof_sampling)
+    {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
+
+    t = ngx_alloc(sizeof(ngx_http_spanprof_task_t), r->connection->log);
+    if (t == NULL) {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
+    t->data = task->ctx;
+    t->task = task;
+    t->handler = task->handler;
+    t->record = (ctx != NULL && ctx->profiled) ? &ctx->record : NULL;
+
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    t->next = ngx_http_spanprof_tasks;
+    ngx_http_spanprof_tasks = t;
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+
+    task->handler = ngx_http_spanprof_task_run;
+
+    rc = ngx_http_spanprof_copy_thread_next(task, file);
+
+    if (rc != NGX_OK || !r->aio) {
+        /* Not posted (an error, or nothing to do): undo, unless a pool
+         * thread took it already. */
+        (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+        for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next)
+        {
+            if (*pt == t) {
+                *pt = t->next;
+                task->handler = t->handler;
+                ngx_free(t);
+                break;
+            }
+        }
+        (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+    }
+
+    return rc;
+}
+
+
+/* Puts our thread_handler into the request's copy filter context, once it
+ * exists (its first call made it). */
+static void
+ngx_http_spanprof_wrap_copy_filter(ngx_http_request_t *r)
+{
+    ngx_output_chain_ctx_t  *octx;
+
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+    if (octx == NULL || octx->thread_handler == NULL
+        || octx->thread_handler == ngx_http_spanprof_copy_thread_handler)
+    {
+        return;
+    }
+    if (ngx_http_spanprof_copy_thread_next == NULL) {
+        ngx_http_spanprof_copy_thread_next = octx->thread_handler;
+
+    } else if (octx->thread_handler != ngx_http_spanprof_copy_thread_next) {
+        return;     /* another module's: left alone */
+    }
+    octx->thread_handler = ngx_http_spanprof_copy_thread_handler;
+}
+
+#endif
+
+
 /* ---- requests ------------------------------------------------------------- */
 
 /* otel_profiling on, or its value true for r. */
@@ -335,6 +536,11 @@ static ngx_int_t
 ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_http_spanprof_bind(r);
+#if (NGX_THREADS)
+    if (ngx_http_spanprof_sampling) {
+        ngx_http_spanprof_wrap_copy_filter(r);
+    }
+#endif
     return ngx_http_next_body_filter(r, in);
 }
 
