@@ -34,6 +34,13 @@ static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 
 
+#if (NGX_HTTP_V2)
+static void ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c);
+static void ngx_http_spanprof_h2_unhook(void);
+static ngx_http_v2_connection_t *ngx_http_spanprof_event_h2c(ngx_event_t *ev);
+#endif
+
+
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
 static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
 
@@ -97,12 +104,25 @@ ngx_http_spanprof_run_event(ngx_event_t *ev)
 {
     ngx_http_request_t  *r;
 
+#if (NGX_HTTP_V2)
+    ngx_http_v2_connection_t  *h2c;
+#endif
+
     r = ngx_http_spanprof_event_request(ev);
     if (r != NULL) {
         ngx_http_spanprof_bind(r);
     }
+#if (NGX_HTTP_V2)
+    else if ((h2c = ngx_http_spanprof_event_h2c(ev)) != NULL) {
+        ngx_http_spanprof_h2_hook(h2c);
+    }
+#endif
 
     ev->handler(ev);
+
+#if (NGX_HTTP_V2)
+    ngx_http_spanprof_h2_unhook();
+#endif
 
     /* Back to the event loop: no request runs now. */
     ngx_http_spanprof_detach();
@@ -193,6 +213,138 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     return rc;
 }
+
+
+/* ---- HTTP/2 connections ------------------------------------------------- */
+
+#if (NGX_HTTP_V2)
+
+/*
+ * An HTTP/2 connection's read handler parses the frames of all its streams
+ * in one loop, h2c->state.handler(h2c, pos, end) per step, and calls a
+ * stream's request code from some steps (a HEADERS frame runs its phases,
+ * DATA feeds its body). That request code binds its labels (phase handler,
+ * filters) and nothing unbinds them when it returns to the frame parser:
+ * the next frames, HPACK, flow control would be sampled as that stream's.
+ * So while one of our events runs on an HTTP/2 connection, its state
+ * handler is replaced by ngx_http_spanprof_h2_state, which runs the real
+ * one and clears the labels after it: the connection's own work is
+ * unlabelled, a stream's handlers carry its span. The real handler is put
+ * back when the event handler returns (if the connection still exists).
+ * The connection's first read (preface, first HEADERS) happens inside the
+ * HTTP/1 handler that detects HTTP/2: the hook is set then by the first
+ * stream's filters.
+ */
+
+static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
+static ngx_connection_t          *ngx_http_spanprof_h2c_connection;
+static ngx_http_v2_handler_pt     ngx_http_spanprof_h2_next;
+
+
+static u_char *
+ngx_http_spanprof_h2_state(ngx_http_v2_connection_t *h2c, u_char *pos,
+    u_char *end)
+{
+    u_char                  *p;
+    ngx_http_v2_handler_pt   handler;
+
+    handler = ngx_http_spanprof_h2_next;
+
+    if (h2c != ngx_http_spanprof_h2c || handler == NULL) {
+        /* cannot happen: only the hooked connection holds this */
+        ngx_log_error(NGX_LOG_ALERT, h2c->connection->log, 0,
+                      "spanprof: unknown HTTP/2 state");
+        return NULL;
+    }
+
+    ngx_http_spanprof_detach();
+    p = handler(h2c, pos, end);
+    ngx_http_spanprof_detach();
+
+    if (p == NULL) {
+        /* A connection error: h2c may be freed; the event's end unhooks
+         * it if not. */
+        return NULL;
+    }
+
+    if (h2c->state.handler != ngx_http_spanprof_h2_state) {
+        ngx_http_spanprof_h2_next = h2c->state.handler;
+        h2c->state.handler = ngx_http_spanprof_h2_state;
+    }
+
+    return p;
+}
+
+
+static void
+ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c)
+{
+    if (ngx_http_spanprof_h2c != NULL
+        || h2c->state.handler == ngx_http_spanprof_h2_state)
+    {
+        return;
+    }
+    ngx_http_spanprof_h2c = h2c;
+    ngx_http_spanprof_h2c_connection = h2c->connection;
+    ngx_http_spanprof_h2_next = h2c->state.handler;
+    h2c->state.handler = ngx_http_spanprof_h2_state;
+}
+
+
+static void
+ngx_http_spanprof_h2_unhook(void)
+{
+    ngx_connection_t          *c;
+    ngx_http_v2_connection_t  *h2c;
+
+    h2c = ngx_http_spanprof_h2c;
+    if (h2c == NULL) {
+        return;
+    }
+    c = ngx_http_spanprof_h2c_connection;
+
+    /* A closed connection went back to the free list (c->data is then the
+     * next free one) and its h2c with its pool: not touched. */
+    if (c->data == h2c && c->fd != (ngx_socket_t) -1
+        && h2c->state.handler == ngx_http_spanprof_h2_state)
+    {
+        h2c->state.handler = ngx_http_spanprof_h2_next;
+    }
+    ngx_http_spanprof_h2c = NULL;
+    ngx_http_spanprof_h2c_connection = NULL;
+    ngx_http_spanprof_h2_next = NULL;
+}
+
+
+/* The HTTP/2 connection state of a cycle connection's read event. */
+static ngx_http_v2_connection_t *
+ngx_http_spanprof_event_h2c(ngx_event_t *ev)
+{
+    ngx_uint_t                 n;
+    ngx_cycle_t               *cycle;
+    ngx_connection_t          *c;
+    ngx_http_v2_connection_t  *h2c;
+
+    cycle = (ngx_cycle_t *) ngx_cycle;
+    n = cycle->connection_n;
+    if (ev < cycle->read_events || ev >= cycle->read_events + n) {
+        return NULL;
+    }
+    c = &cycle->connections[ev - cycle->read_events];
+
+    /* An HTTP client connection whose data starts with its connection:
+     * HTTP/1's ngx_http_connection_t starts with a conf pointer. */
+    if (c->fd == (ngx_socket_t) -1 || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection
+        || c->data == NULL)
+    {
+        return NULL;
+    }
+    h2c = c->data;
+    return h2c->connection == c ? h2c : NULL;
+}
+
+#endif
 
 
 /* ---- thread pool tasks (aio threads) -------------------------------------- */
@@ -528,6 +680,13 @@ static ngx_int_t
 ngx_http_spanprof_header_filter(ngx_http_request_t *r)
 {
     ngx_http_spanprof_bind(r);
+#if (NGX_HTTP_V2)
+    /* A stream's first response may come from the connection's first
+     * read, before any event of ours saw an HTTP/2 connection. */
+    if (r->stream != NULL && ngx_http_spanprof_sampling) {
+        ngx_http_spanprof_h2_hook(r->stream->connection);
+    }
+#endif
     return ngx_http_next_header_filter(r);
 }
 
