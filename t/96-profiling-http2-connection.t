@@ -4,7 +4,7 @@
 # stream's span, whichever stream ran last; each stream's own handlers
 # carry its span. One cleartext HTTP/2 connection carries, in one write,
 # a stream that burns in spanprof_burn_alpha, ~2000 cheap streams with
-# 60 header fields each (HPACK work between their handlers), a stream
+# 240 header fields each (HPACK work between their handlers), a stream
 # that burns in spanprof_burn_beta, and ~2000 more cheap ones.
 use strict;
 use warnings;
@@ -25,6 +25,7 @@ server {
     listen 127.0.0.1:%%PORT%% http2;
     keepalive_requests 100000;
     http2_max_concurrent_streams 5000;
+    http2_max_header_size 64k;
     otel_trace on;
     otel_profiling on;
     location /a { spanprof_burn alpha 60; }
@@ -36,7 +37,7 @@ EOF
 my $ngx = start_nginx(burn => 1, dirs => ['prof'], conf => $CONF);
 my $dir = $ngx->prefix . '/prof';
 
-my @hdr = map { ["x-field-$_", "value-$_-" . ('v' x 24)] } 1 .. 60;
+my @hdr = map { ["x-field-$_", "value-$_-" . ('v' x 24)] } 1 .. 240;
 my @paths = (['/a'], (map { ['/x', @hdr] } 1 .. 2000), ['/b'], (map { ['/x', @hdr] } 1 .. 2000));
 my $res = h2c_requests($ngx->port, \@paths, timeout => 60);
 my $took = $ngx->quit(15);
