@@ -15,7 +15,7 @@ need_module();
 
 # Our pool-side wrapper: it runs nginx's read task, on a pool thread only.
 my $TASK = 'ngx_http_spanprof_task_run';
-my $SIZE = 384 * 1024 * 1024;   # sparse: no disk, the kernel zero-fills
+my $SIZE = 256 * 1024 * 1024;   # sparse: no disk, the kernel zero-fills
 
 my $CONF = <<'EOF';
 otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
@@ -41,21 +41,25 @@ EOF
 my $ngx = start_nginx(dirs => ['prof', 'files'], conf => $CONF);
 my $dir = $ngx->prefix . '/prof';
 my $port = $ngx->port;
-open(my $fh, '>', $ngx->prefix . '/files/big') or die $!;
-truncate($fh, $SIZE) or die "truncate: $!";
-close $fh;
+# two files: each request's reads are cold (page cache filled by them)
+for my $f ('big1', 'big2') {
+    open(my $fh, '>', $ngx->prefix . "/files/$f") or die $!;
+    truncate($fh, $SIZE) or die "truncate: $!";
+    close $fh;
+}
 
 sub get_big {
+    my ($f) = @_;
     my $t0 = time;
-    my $out = `curl -s -o /dev/null -D - --max-time 60 http://127.0.0.1:$port/files/big`;
+    my $out = `curl -s -o /dev/null -D - --max-time 60 http://127.0.0.1:$port/files/$f`;
     my ($sid) = $out =~ /^X-Span-Id:\s*([0-9a-f]{16})/mi;
     my ($len) = $out =~ /^Content-Length:\s*(\d+)/mi;
     my ($st) = $out =~ m{^HTTP/\S+\s+(\d+)};
     return ($st // 0, $sid // '', $len // 0, time - $t0);
 }
 
-my ($st1, $sid1, $len1, $t1) = get_big();
-my ($st2, $sid2, $len2, $t2) = get_big();
+my ($st1, $sid1, $len1, $t1) = get_big('big1');
+my ($st2, $sid2, $len2, $t2) = get_big('big2');
 # idle pool threads: no wall sample while nothing runs
 sleep 1;
 my $took = $ngx->quit(15);

@@ -84,11 +84,17 @@ subtest 'the connection\'s frame parsing carries no stream\'s span' => sub {
     my @conn = grep { has_frame($_, 'ngx_http_spanprof_run_event') && !has_frame($_, $REQ)
         && !has_frame($_, qr/^(?:ngx_http_spanprof_expire_timers|sp_exporter_run)$/) } @s;
     my @labelled = grep { $name->($_) ne '' } @conn;
-    ok $n->(@conn) >= 20, $n->(@conn) . ' samples in the connection\'s own work (>= 20)' or diag $diag;
-    ok $n->(@labelled) <= 0.03 * $n->(@conn),
-        $n->(@labelled) . ' of them labelled with a stream (<= 3%)' or diag $diag;
     my @hooked = grep { has_frame($_, 'ngx_http_spanprof_h2_state') } @conn;
-    ok $n->(@hooked) >= 10, $n->(@hooked) . ' of them in frame parsing (the state machine)';
+    my @hooked_labelled = grep { $name->($_) ne '' } @hooked;
+    ok $n->(@conn) >= 20, $n->(@conn) . ' samples in the connection\'s own work (>= 20)' or diag $diag;
+    ok $n->(@hooked) >= 10, $n->(@hooked) . ' of them in frame parsing stepped by the module (>= 10)';
+    ok $n->(@hooked_labelled) <= 0.03 * $n->(@hooked),
+        $n->(@hooked_labelled) . ' of those labelled with a stream (<= 3%)' or diag $diag;
+    # the connection's first read (preface and the first ~20 streams,
+    # parsed inside the handler that detects HTTP/2) is not stepped
+    # (docs/profiling.md): a few of its samples may carry a stream's span
+    ok $n->(@labelled) <= 0.15 * $n->(@conn),
+        $n->(@labelled) . ' of all connection samples labelled with a stream (<= 15%)' or diag $diag;
 };
 
 ok $took < 10, "quit in $took s";
