@@ -24,10 +24,22 @@
 #include "common/profile/alloc_hooks.h"
 #include "common/profile/sampler.h"
 
+#if (NGX_THREADS)
+#include <pthread.h>
+#include <signal.h>
+#endif
+
 
 static ngx_int_t ngx_http_spanprof_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
+
+
+#if (NGX_HTTP_V2)
+static void ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c);
+static void ngx_http_spanprof_h2_unhook(void);
+static ngx_http_v2_connection_t *ngx_http_spanprof_event_h2c(ngx_event_t *ev);
+#endif
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -94,12 +106,25 @@ ngx_http_spanprof_run_event(ngx_event_t *ev)
 {
     ngx_http_request_t  *r;
 
+#if (NGX_HTTP_V2)
+    ngx_http_v2_connection_t  *h2c;
+#endif
+
     r = ngx_http_spanprof_event_request(ev);
     if (r != NULL) {
         ngx_http_spanprof_bind(r);
     }
+#if (NGX_HTTP_V2)
+    else if ((h2c = ngx_http_spanprof_event_h2c(ev)) != NULL) {
+        ngx_http_spanprof_h2_hook(h2c);
+    }
+#endif
 
     ev->handler(ev);
+
+#if (NGX_HTTP_V2)
+    ngx_http_spanprof_h2_unhook();
+#endif
 
     /* Back to the event loop: no request runs now. */
     ngx_http_spanprof_detach();
@@ -190,6 +215,334 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     return rc;
 }
+
+
+/* ---- HTTP/2 connections ------------------------------------------------- */
+
+#if (NGX_HTTP_V2)
+
+/*
+ * An HTTP/2 connection's read handler parses the frames of all its streams
+ * in one loop, h2c->state.handler(h2c, pos, end) per step, and calls a
+ * stream's request code from some steps (a HEADERS frame runs its phases,
+ * DATA feeds its body). That request code binds its labels (phase handler,
+ * filters) and nothing unbinds them when it returns to the frame parser:
+ * the next frames, HPACK, flow control would be sampled as that stream's.
+ * So while one of our events runs on an HTTP/2 connection, its state
+ * handler is replaced by ngx_http_spanprof_h2_state, which runs the real
+ * one and clears the labels after it: the connection's own work is
+ * unlabelled, a stream's handlers carry its span. The real handler is put
+ * back when the event handler returns (if the connection still exists).
+ * The connection's first read (preface, first HEADERS) happens inside the
+ * HTTP/1 handler that detects HTTP/2: the hook is set then by the first
+ * stream's filters.
+ */
+
+static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
+static ngx_connection_t          *ngx_http_spanprof_h2c_connection;
+static ngx_http_v2_handler_pt     ngx_http_spanprof_h2_next;
+
+
+static u_char *
+ngx_http_spanprof_h2_state(ngx_http_v2_connection_t *h2c, u_char *pos,
+    u_char *end)
+{
+    u_char                  *p;
+    ngx_http_v2_handler_pt   handler;
+
+    handler = ngx_http_spanprof_h2_next;
+
+    if (h2c != ngx_http_spanprof_h2c || handler == NULL) {
+        /* cannot happen: only the hooked connection holds this */
+        ngx_log_error(NGX_LOG_ALERT, h2c->connection->log, 0,
+                      "spanprof: unknown HTTP/2 state");
+        return NULL;
+    }
+
+    ngx_http_spanprof_detach();
+    p = handler(h2c, pos, end);
+    ngx_http_spanprof_detach();
+
+    if (p == NULL) {
+        /* A connection error: h2c may be freed; the event's end unhooks
+         * it if not. */
+        return NULL;
+    }
+
+    if (h2c->state.handler != ngx_http_spanprof_h2_state) {
+        ngx_http_spanprof_h2_next = h2c->state.handler;
+        h2c->state.handler = ngx_http_spanprof_h2_state;
+    }
+
+    return p;
+}
+
+
+static void
+ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c)
+{
+    if (ngx_http_spanprof_h2c != NULL
+        || h2c->state.handler == ngx_http_spanprof_h2_state)
+    {
+        return;
+    }
+    ngx_http_spanprof_h2c = h2c;
+    ngx_http_spanprof_h2c_connection = h2c->connection;
+    ngx_http_spanprof_h2_next = h2c->state.handler;
+    h2c->state.handler = ngx_http_spanprof_h2_state;
+}
+
+
+static void
+ngx_http_spanprof_h2_unhook(void)
+{
+    ngx_connection_t          *c;
+    ngx_http_v2_connection_t  *h2c;
+
+    h2c = ngx_http_spanprof_h2c;
+    if (h2c == NULL) {
+        return;
+    }
+    c = ngx_http_spanprof_h2c_connection;
+
+    /* A closed connection went back to the free list (c->data is then the
+     * next free one) and its h2c with its pool: not touched. */
+    if (c->data == h2c && c->fd != (ngx_socket_t) -1
+        && h2c->state.handler == ngx_http_spanprof_h2_state)
+    {
+        h2c->state.handler = ngx_http_spanprof_h2_next;
+    }
+    ngx_http_spanprof_h2c = NULL;
+    ngx_http_spanprof_h2c_connection = NULL;
+    ngx_http_spanprof_h2_next = NULL;
+}
+
+
+/* The HTTP/2 connection state of a cycle connection's read event. */
+static ngx_http_v2_connection_t *
+ngx_http_spanprof_event_h2c(ngx_event_t *ev)
+{
+    ngx_uint_t                 n;
+    ngx_cycle_t               *cycle;
+    ngx_connection_t          *c;
+    ngx_http_v2_connection_t  *h2c;
+
+    cycle = (ngx_cycle_t *) ngx_cycle;
+    n = cycle->connection_n;
+    if (ev < cycle->read_events || ev >= cycle->read_events + n) {
+        return NULL;
+    }
+    c = &cycle->connections[ev - cycle->read_events];
+
+    /* An HTTP client connection whose data starts with its connection:
+     * HTTP/1's ngx_http_connection_t starts with a conf pointer. */
+    if (c->fd == (ngx_socket_t) -1 || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection
+        || c->data == NULL)
+    {
+        return NULL;
+    }
+    h2c = c->data;
+    return h2c->connection == c ? h2c : NULL;
+}
+
+#endif
+
+
+/* ---- thread pool tasks (aio threads) -------------------------------------- */
+
+#if (NGX_THREADS)
+
+/*
+ * With "aio threads", a request's file reads run as tasks on the worker's
+ * thread pool. The copy filter gives each read task to its thread_handler
+ * (ngx_output_chain_ctx_t), which posts it to the pool; we put our own
+ * thread_handler in its place. It swaps the task's handler for
+ * ngx_http_spanprof_task_run and notes the original and the request's
+ * record in a small in-flight table, keyed by the task's ctx (the value the
+ * pool thread passes to the handler). On the pool thread that function
+ * restores the task, registers the thread with the sampler on its first
+ * task, and runs the original with the request's labels attached and the
+ * thread's wall timer armed: an idle pool thread (waiting on its queue)
+ * takes no sample.
+ *
+ * task->ctx itself is never touched: nginx reads it while a task is in
+ * flight (a duplicate sendfile call); task->handler it reads only when
+ * posting. The copy filter's context exists after its first call only, so
+ * a request's first read task runs unwrapped (unsampled, or unlabelled on
+ * a pool thread already registered).
+ */
+
+typedef void (*ngx_http_spanprof_task_pt)(void *data, ngx_log_t *log);
+
+typedef struct ngx_http_spanprof_task_s  ngx_http_spanprof_task_t;
+
+struct ngx_http_spanprof_task_s {
+    void                       *data;      /* the task's ctx: the key */
+    ngx_thread_task_t          *task;
+    ngx_http_spanprof_task_pt   handler;   /* the task's own */
+    sp_thread_ctx_record_t     *record;    /* NULL: unlabelled */
+    ngx_http_spanprof_task_t   *next;
+};
+
+typedef ngx_int_t (*ngx_http_spanprof_thread_handler_pt)(
+    ngx_thread_task_t *task, ngx_file_t *file);
+
+/* nginx's copy filter: no header declares it. */
+extern ngx_module_t  ngx_http_copy_filter_module;
+
+static ngx_http_spanprof_thread_handler_pt  ngx_http_spanprof_copy_thread_next;
+
+static pthread_mutex_t            ngx_http_spanprof_tasks_lock =
+    PTHREAD_MUTEX_INITIALIZER;
+static ngx_http_spanprof_task_t  *ngx_http_spanprof_tasks;
+
+/* The pool thread was registered with the sampler (0: not yet, -1: that
+ * failed; it is not tried again). */
+static __thread int  ngx_http_spanprof_pool_thread;
+
+
+static void
+ngx_http_spanprof_task_run(void *data, ngx_log_t *log)
+{
+    sigset_t                   set;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next) {
+        if ((*pt)->data == data) {
+            break;
+        }
+    }
+    t = *pt;
+    if (t != NULL) {
+        *pt = t->next;
+    }
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+
+    if (t == NULL) {
+        /* cannot happen: every swapped task is in the table */
+        ngx_log_error(NGX_LOG_ALERT, log, 0,
+                      "spanprof: thread task %p not found", data);
+        return;
+    }
+
+    /* Back to nginx's own: the next post of this task may bypass us. */
+    t->task->handler = t->handler;
+
+    if (ngx_http_spanprof_pool_thread == 0) {
+        /* nginx blocks every signal on its pool threads: let the sampler's
+         * two in (their timers target this thread alone), then warm TLS
+         * and arm the CPU timer; the wall timer waits for a task. */
+        ngx_http_spanprof_pool_thread = -1;
+        if (sp_sampler_running()
+            && sp_sampler_thread_register_on_demand() == 0)
+        {
+            sigemptyset(&set);
+            sigaddset(&set, SIGPROF);
+            sigaddset(&set, SP_SAMPLER_WALL_SIGNAL);
+            (void) pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            ngx_http_spanprof_pool_thread = 1;
+        }
+    }
+
+    if (ngx_http_spanprof_pool_thread == 1) {
+        sp_sampler_wall_active(1);
+        sp_thread_ctx_attach(t->record);
+        t->handler(data, log);
+        sp_thread_ctx_detach();
+        sp_sampler_wall_active(0);
+
+    } else {
+        t->handler(data, log);
+    }
+
+    ngx_free(t);
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_copy_thread_handler(ngx_thread_task_t *task,
+    ngx_file_t *file)
+{
+    ngx_int_t                  rc;
+    ngx_http_request_t        *r;
+    ngx_http_spanprof_ctx_t   *ctx;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    r = file->thread_ctx;
+
+    /* A task in flight (nginx tolerates a second sendfile call then), or
+     * one that is ours already: nginx's handler as is. */
+    if (r->aio || task->handler == ngx_http_spanprof_task_run
+        || !ngx_http_spanprof_sampling)
+    {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
+
+    t = ngx_alloc(sizeof(ngx_http_spanprof_task_t), r->connection->log);
+    if (t == NULL) {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
+
+    ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
+    t->data = task->ctx;
+    t->task = task;
+    t->handler = task->handler;
+    t->record = (ctx != NULL && ctx->profiled) ? &ctx->record : NULL;
+
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    t->next = ngx_http_spanprof_tasks;
+    ngx_http_spanprof_tasks = t;
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+
+    task->handler = ngx_http_spanprof_task_run;
+
+    rc = ngx_http_spanprof_copy_thread_next(task, file);
+
+    if (rc != NGX_OK || !r->aio) {
+        /* Not posted (an error, or nothing to do): undo, unless a pool
+         * thread took it already. */
+        (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+        for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next)
+        {
+            if (*pt == t) {
+                *pt = t->next;
+                task->handler = t->handler;
+                ngx_free(t);
+                break;
+            }
+        }
+        (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+    }
+
+    return rc;
+}
+
+
+/* Puts our thread_handler into the request's copy filter context, once it
+ * exists (its first call made it). */
+static void
+ngx_http_spanprof_wrap_copy_filter(ngx_http_request_t *r)
+{
+    ngx_output_chain_ctx_t  *octx;
+
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+    if (octx == NULL || octx->thread_handler == NULL
+        || octx->thread_handler == ngx_http_spanprof_copy_thread_handler)
+    {
+        return;
+    }
+    if (ngx_http_spanprof_copy_thread_next == NULL) {
+        ngx_http_spanprof_copy_thread_next = octx->thread_handler;
+
+    } else if (octx->thread_handler != ngx_http_spanprof_copy_thread_next) {
+        return;     /* another module's: left alone */
+    }
+    octx->thread_handler = ngx_http_spanprof_copy_thread_handler;
+}
+
+#endif
 
 
 /* ---- requests ------------------------------------------------------------- */
@@ -331,6 +684,13 @@ static ngx_int_t
 ngx_http_spanprof_header_filter(ngx_http_request_t *r)
 {
     ngx_http_spanprof_bind(r);
+#if (NGX_HTTP_V2)
+    /* A stream's first response may come from the connection's first
+     * read, before any event of ours saw an HTTP/2 connection. */
+    if (r->stream != NULL && ngx_http_spanprof_sampling) {
+        ngx_http_spanprof_h2_hook(r->stream->connection);
+    }
+#endif
     return ngx_http_next_header_filter(r);
 }
 
@@ -339,6 +699,11 @@ static ngx_int_t
 ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_http_spanprof_bind(r);
+#if (NGX_THREADS)
+    if (ngx_http_spanprof_sampling) {
+        ngx_http_spanprof_wrap_copy_filter(r);
+    }
+#endif
     return ngx_http_next_body_filter(r, in);
 }
 

@@ -654,6 +654,9 @@ sp_sampler_thread_unregister(void)
 void
 sp_sampler_wall_active(int on)
 {
+    uint64_t  period, first;
+    uint8_t   rnd[8];
+
     if (!ts.armed || ts.wall_on == !!on) {
         return;
     }
@@ -666,7 +669,17 @@ sp_sampler_wall_active(int on)
         ts.last_idle_ns = ts.idle.idle_ns;
     }
     reg[ts.slot].wall_on = !!on;
-    arm_wall_locked(ts.slot, atomic_load(&cur_wall_period), 0);
+    /* The first expiry at a random point of the period, as at register:
+     * a unit of work shorter than the period (a thread pool's task) is
+     * then sampled with probability duration / period, not never. */
+    first = 0;
+    period = atomic_load(&cur_wall_period);
+    if (on && period != 0) {
+        sp_span_id_generate(rnd);
+        memcpy(&first, rnd, sizeof(first));
+        first = first % period + 1;
+    }
+    arm_wall_locked(ts.slot, period, first);
     pthread_mutex_unlock(&reg_lock);
 }
 

@@ -139,9 +139,11 @@ void sp_sampler_idle_end(sp_sampler_idle_t *st);
 void sp_sampler_set_idle_wake(sig_atomic_t *flag);
 
 /* A thread whose wall time counts only while it serves a request (httpd's
- * workers, not while they wait for a connection) arms its wall timer at
- * the request's start and disarms it at its end; registered threads start
- * disarmed when wall_on_demand was set at register. */
+ * workers, not while they wait for a connection; nginx's thread pool
+ * threads while they run a task) arms its wall timer at the request's
+ * start, its first expiry at a random point of the period, and disarms it
+ * at its end; registered threads start disarmed when registered with
+ * sp_sampler_thread_register_on_demand(). */
 int  sp_sampler_thread_register_on_demand(void);
 void sp_sampler_wall_active(int on);
 
