@@ -519,7 +519,7 @@ read_all(const char *path, sp_buf_t *b, char *err, size_t errlen)
     return 0;
 }
 
-/* The start of the file's interval from its name (cpu-<unix ms>-<pid>),
+/* The start of the file's interval from its name (KIND-<unix ms>-<pid>),
  * for profiles without time_nanos. */
 static int64_t
 name_time(const char *path)
@@ -528,7 +528,8 @@ name_time(const char *path)
     long long    ms;
 
     base = base ? base + 1 : path;
-    ms = strtoll(base + 4, NULL, 10);
+    base = strchr(base, '-') != NULL ? strchr(base, '-') + 1 : base;
+    ms = strtoll(base, NULL, 10);
     /* Saturated: a name is not a trusted number. */
     if (ms > INT64_MAX / 1000000) {
         return INT64_MAX;
@@ -637,13 +638,51 @@ cli_profile_load_file(cli_model_t *m, const char *path, char *err,
     return load_file_range(m, path, INT64_MIN, INT64_MAX, err, errlen);
 }
 
-static int
-is_profile_name(const char *name)
-{
-    size_t  n = strlen(name);
+/* The file exporter writes one file per kind and interval: cpu-, wall-
+ * (wall and off_cpu), alloc- (alloc_objects, alloc_space) and inuse-
+ * (inuse_objects, inuse_space). */
+static const char *const  profile_kinds[] = {
+    "cpu-", "wall-", "alloc-", "inuse-", NULL
+};
 
-    return n > 10 && strncmp(name, "cpu-", 4) == 0
-           && strcmp(name + n - 6, ".pb.gz") == 0;
+/* The files that hold want_type (--type): cpu- by default. */
+static const char *
+kind_of_type(const char *want_type)
+{
+    if (want_type == NULL) {
+        return "cpu-";
+    }
+    if (strncmp(want_type, "wall", 4) == 0
+        || strncmp(want_type, "off_cpu", 7) == 0)
+    {
+        return "wall-";
+    }
+    if (strncmp(want_type, "alloc_", 6) == 0) {
+        return "alloc-";
+    }
+    if (strncmp(want_type, "inuse_", 6) == 0) {
+        return "inuse-";
+    }
+    return "cpu-";
+}
+
+/* A profile file of kind (NULL: of any kind). */
+static int
+is_profile_name(const char *name, const char *kind)
+{
+    size_t  n = strlen(name), i;
+
+    if (n <= 10 || strcmp(name + n - 6, ".pb.gz") != 0) {
+        return 0;
+    }
+    for (i = 0; profile_kinds[i] != NULL; i++) {
+        if ((kind == NULL || strcmp(kind, profile_kinds[i]) == 0)
+            && strncmp(name, profile_kinds[i], strlen(profile_kinds[i])) == 0)
+        {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -652,9 +691,9 @@ cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* The sorted names of the profile files in dir. */
+/* The sorted names of the profile files of kind in dir. */
 static char **
-list_profiles(const char *dir, size_t *n)
+list_profiles(const char *dir, const char *kind, size_t *n)
 {
     DIR            *d = opendir(dir);
     struct dirent  *e;
@@ -666,7 +705,7 @@ list_profiles(const char *dir, size_t *n)
         return NULL;
     }
     while ((e = readdir(d)) != NULL) {
-        if (is_profile_name(e->d_name)) {
+        if (is_profile_name(e->d_name, kind)) {
             *CLI_PUSH(names, *n, cap) = xstrdup(e->d_name);
         }
     }
@@ -688,7 +727,7 @@ cli_profiles_count(const char *dir)
         return -1;
     }
     while ((e = readdir(d)) != NULL) {
-        n += is_profile_name(e->d_name);
+        n += is_profile_name(e->d_name, NULL);
     }
     closedir(d);
     return n;
@@ -700,7 +739,13 @@ cli_profiles_load(cli_model_t *m, const char *dir, int64_t from, int64_t to)
     char   **names, *path, err[512];
     size_t   n, i, len;
 
-    names = list_profiles(dir, &n);
+    names = list_profiles(dir, kind_of_type(m->want_type), &n);
+    if (n == 0) {
+        /* No file of that kind: cpu- files may hold any sample type (a
+         * profile written by another tool under the exporter's name). */
+        free(names);
+        names = list_profiles(dir, "cpu-", &n);
+    }
     m->files_seen = n;
     for (i = 0; i < n; i++) {
         len = strlen(dir) + strlen(names[i]) + 2;

@@ -127,6 +127,23 @@ subtest 'the request waiting on a slow upstream: none of its wait' => sub {
         $sum->(1, @of_slow) / 1e6) or diag $diag;
 };
 
+subtest 'the spanprof command reads the wall files (--type wall, off_cpu)' => sub {
+    my $cli = $ENV{SPANPROF_CLI} || repo_root() . '/build/cli/spanprof';
+    plan skip_all => 'build/cli/spanprof not built' unless -x $cli;
+    for my $t (qw(wall off_cpu)) {
+        my $out = `'$cli' folded '$dir' --span $bsid --type $t 2>&1`;
+        is $? >> 8, 0, "folded --type $t: exit 0" or diag $out;
+        my $at = 0;
+        for (split /\n/, $out) {
+            $at += $2 if /^(.*;\Q$BLOCK\E(?:;[^ ]*)?) (\d+)$/;
+        }
+        ok $at >= 0.9 * 200e6, sprintf("folded --type $t: %.1f ms at $BLOCK on the span", $at / 1e6)
+            or diag $out;
+    }
+    my $def = `'$cli' folded '$dir' --span $bsid 2>&1`;
+    unlike $def, qr/\b[0-9]{8,}$/m, 'without --type: CPU sample counts, not wall nanoseconds';
+};
+
 subtest 'span attributes' => sub {
     my @js = server_spans(map { spans_from_json($_->{json} || {}) } read_jsonl("$dir/traces.jsonl"));
     my ($sb) = grep { $_->{span_id} eq $bsid } @js;
