@@ -41,6 +41,10 @@ reference_valid(const char *s, size_t len)
     if (len > 55 && (memcmp(s, "00", 2) == 0 || s[55] != '-')) {
         return 0;
     }
+    /* A ',' after the fields: repeated header lines that HTTP joined. */
+    if (len > 55 && memchr(s + 55, ',', len - 55) != NULL) {
+        return 0;
+    }
     return 1;
 }
 

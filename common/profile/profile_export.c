@@ -136,9 +136,13 @@ drain_ring(sp_profile_export_t *pe)
 /* A memory sample as the builder takes it (sampler.h): weight the objects
  * it stands for, off_cpu_ns its bytes. */
 typedef struct {
-    sp_raw_sample_t  s;
-    uintptr_t        frames[SP_ALLOC_DEPTH_MAX];
+    /* Room for the sample and its frames: a struct with a flexible array
+     * may not be a member of another (clang's -Wgnu-...-not-at-end). */
+    _Alignas(sp_raw_sample_t) unsigned char
+        bytes[sizeof(sp_raw_sample_t) + SP_ALLOC_DEPTH_MAX * sizeof(uintptr_t)];
 } memory_sample_t;
+
+#define MEMORY_SAMPLE(m)  ((sp_raw_sample_t *) (void *) (m)->bytes)
 
 /* Objects are counted in whole samples: rounded up or down at random in
  * proportion to the fraction, so that the sums stay unbiased (rounding
@@ -177,15 +181,15 @@ memory_sample(memory_sample_t *m, int kind, uint32_t stack_id,
         n = SP_ALLOC_DEPTH_MAX;
     }
     sp_alloc_weight(size, mean, &objects, &bytes);
-    m->s.kind = (uint8_t) kind;
-    m->s.time_ns = time_ns;
-    m->s.weight = round_objects(objects);
-    m->s.period_ns = 0;
-    m->s.off_cpu_ns = bytes >= (double) INT64_MAX ? (uint64_t) INT64_MAX
+    MEMORY_SAMPLE(m)->kind = (uint8_t) kind;
+    MEMORY_SAMPLE(m)->time_ns = time_ns;
+    MEMORY_SAMPLE(m)->weight = round_objects(objects);
+    MEMORY_SAMPLE(m)->period_ns = 0;
+    MEMORY_SAMPLE(m)->off_cpu_ns = bytes >= (double) INT64_MAX ? (uint64_t) INT64_MAX
                                                   : (uint64_t) (bytes + 0.5);
-    m->s.nframes = (uint16_t) n;
+    MEMORY_SAMPLE(m)->nframes = (uint16_t) n;
     if (n > 0) {
-        memcpy(m->s.frames, frames, n * sizeof(uintptr_t));
+        memcpy(MEMORY_SAMPLE(m)->frames, frames, n * sizeof(uintptr_t));
     }
 }
 
@@ -201,18 +205,18 @@ drain_alloc_ring(sp_profile_export_t *pe)
     }
     while ((n = sp_alloc_sampler_peek(a, 256)) > 0) {
         for (i = 0; i < n; i++) {
-            memset(&m.s, 0, sizeof(m.s));
+            memset(MEMORY_SAMPLE(&m), 0, sizeof(sp_raw_sample_t));
             memory_sample(&m, SP_SAMPLE_ALLOC, a[i]->stack_id, a[i]->size,
                           a[i]->mean, a[i]->time_ns);
-            m.s.has_ctx = a[i]->has_ctx;
-            m.s.keep_pending = a[i]->keep_pending;
+            MEMORY_SAMPLE(&m)->has_ctx = a[i]->has_ctx;
+            MEMORY_SAMPLE(&m)->keep_pending = a[i]->keep_pending;
             if (a[i]->has_ctx) {
-                memcpy(m.s.trace_id, a[i]->trace_id, SP_TRACE_ID_LEN);
-                memcpy(m.s.span_id, a[i]->span_id, SP_SPAN_ID_LEN);
-                m.s.attrs_len = a[i]->attrs_len;
-                memcpy(m.s.attrs, a[i]->attrs, sizeof(m.s.attrs));
+                memcpy(MEMORY_SAMPLE(&m)->trace_id, a[i]->trace_id, SP_TRACE_ID_LEN);
+                memcpy(MEMORY_SAMPLE(&m)->span_id, a[i]->span_id, SP_SPAN_ID_LEN);
+                MEMORY_SAMPLE(&m)->attrs_len = a[i]->attrs_len;
+                memcpy(MEMORY_SAMPLE(&m)->attrs, a[i]->attrs, sizeof(MEMORY_SAMPLE(&m)->attrs));
             }
-            sp_profile_builder_add(pe->builder, &m.s);
+            sp_profile_builder_add(pe->builder, MEMORY_SAMPLE(&m));
         }
         sp_alloc_sampler_release(n);
     }
@@ -230,7 +234,7 @@ add_live(uintptr_t addr, const sp_alloc_live_t *v, void *arg)
     memory_sample_t   m;
 
     (void) addr;
-    memset(&m.s, 0, sizeof(m.s));
+    memset(MEMORY_SAMPLE(&m), 0, sizeof(sp_raw_sample_t));
     memory_sample(&m, SP_SAMPLE_INUSE, v->stack_id, v->size, v->mean,
                   w->now);
     /* The live table keeps no span name; a block whose request's keep
@@ -238,11 +242,11 @@ add_live(uintptr_t addr, const sp_alloc_live_t *v, void *arg)
      * cannot wait for verdicts, and a dropped request's labels must not
      * leak through it. */
     if (v->has_ctx && !v->keep_pending) {
-        m.s.has_ctx = 1;
-        memcpy(m.s.trace_id, v->trace_id, SP_TRACE_ID_LEN);
-        memcpy(m.s.span_id, v->span_id, SP_SPAN_ID_LEN);
+        MEMORY_SAMPLE(&m)->has_ctx = 1;
+        memcpy(MEMORY_SAMPLE(&m)->trace_id, v->trace_id, SP_TRACE_ID_LEN);
+        memcpy(MEMORY_SAMPLE(&m)->span_id, v->span_id, SP_SPAN_ID_LEN);
     }
-    sp_profile_builder_add(w->pe->builder, &m.s);
+    sp_profile_builder_add(w->pe->builder, MEMORY_SAMPLE(&m));
 }
 
 /* In use at the end of the interval: every sampled allocation not yet
