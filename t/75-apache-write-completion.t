@@ -235,8 +235,10 @@ for my $x (@samples) {
         $n{dl_file_write_wc} += $c if $fw && $wc;
         $n{dl_in_burn} += $c if has($x, $BURN);
         # another request's code under the download's label: a burner, or
-        # a new request being read on the thread
-        push @bad_dl, $x if has($x, $FOREIGN);
+        # a new request being read on the thread (not the download's own
+        # post_read_request hook, which labels it and runs inside
+        # ap_read_request)
+        push @bad_dl, $x if has($x, $FOREIGN) && !has($x, qr/^spanprof_post_read_request$/);
     } else {
         $n{burn} += $c;
         $n{burn_in_burn} += $c if has($x, $BURN);

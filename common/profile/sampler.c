@@ -660,6 +660,12 @@ sp_sampler_wall_active(int on)
     if (!ts.armed || ts.wall_on == !!on) {
         return;
     }
+    /* Wall sampling off (CPU only): nothing to arm, and no lock and no
+     * timer_settime per request. A thread switched on later at runtime
+     * arms at its next unit of work. */
+    if (on && atomic_load(&cur_wall_period) == 0) {
+        return;
+    }
     pthread_mutex_lock(&reg_lock);
     ts.wall_on = !!on;
     if (on) {
