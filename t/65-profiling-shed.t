@@ -227,6 +227,40 @@ EOF
     is scalar($ngx->crash_lines), 0, 'no crash';
 };
 
+# Memory sampling is shed with the CPU sampler: its mean interval doubles
+# as the rate halves, and comes back with it (each sample keeps the mean it
+# was taken at: test_alloc_sampler).
+subtest 'nginx: otel_profiling_shed with memory profiling' => sub {
+    my $ngx = start_nginx(burn => 1, dirs => ['prof'], conf => <<'EOF');
+otel_exporter { endpoint file://%%PREFIX%%/prof; interval 100ms; }
+otel_profiling_types cpu memory;
+otel_profiling_rate 1000;
+otel_profiling_interval 3s;
+otel_profiling_shed cpu=10;
+server {
+    listen 127.0.0.1:%%PORT%%;
+    otel_profiling on;
+    location /alpha { spanprof_burn alpha 100; }
+}
+EOF
+    my $t_end = time + 3;
+    while (time < $t_end) {
+        http_get($ngx->port, '/alpha')->{status} == 200 or die "/alpha failed\n";
+    }
+    my $back = SpanProf::Test::wait_until(20,
+        sub { grep { /<= 10%: sampling rate \d+ -> 1000 Hz/ } shed_lines($ngx->error_log) });
+    my @l = shed_lines($ngx->error_log);
+    ok $back, 'back to 1000 Hz when idle' or diag join "\n", @l;
+    like((grep { /> 10%: sampling rate/ } @l)[0] // '',
+         qr/sampling rate 1000 -> 500 Hz, memory interval 512 -> 1024 KiB$/,
+         'the first decrease doubles the memory interval');
+    like((grep { /<= 10%: sampling rate/ } @l)[-1] // '',
+         qr/sampling rate 500 -> 1000 Hz, memory interval 1024 -> 512 KiB$/,
+         'the last increase brings it back to 512 KiB');
+    $ngx->quit(15);
+    is scalar($ngx->crash_lines), 0, 'no crash';
+};
+
 subtest 'nginx -t: bad otel_profiling_shed values' => sub {
     for my $c (@BAD) {
         my ($v, $why) = @$c;

@@ -27,7 +27,7 @@
     X(memory_profiling, GAUGE,                                                \
       "1 while this worker samples its heap allocations")                     \
     X(memory_interval_bytes, GAUGE,                                           \
-      "Mean bytes allocated between two memory samples")                      \
+      "Mean bytes between two memory samples in force (shed included)")       \
     X(memory_samples, COUNTER, "Heap allocations sampled")                    \
     X(memory_samples_dropped_ring_full, COUNTER,                              \
       "Allocation samples dropped because their ring was full")               \

@@ -24,6 +24,8 @@ static sp_alloc_conf_t   conf;
 static _Atomic int       ready;
 static _Atomic int       enabled;
 static _Atomic uint64_t  mean_bytes;
+static _Atomic unsigned  shed_shift;       /* load shedding: mean << shift */
+static _Atomic int       shed_paused;
 static _Atomic uint64_t  n_sampled, n_freed, n_reentered;
 static _Atomic uint64_t  seed_counter;
 
@@ -291,6 +293,31 @@ sp_alloc_sampler_mean(void)
     return (size_t) atomic_load(&mean_bytes);
 }
 
+void
+sp_alloc_sampler_set_shed(unsigned level, int paused)
+{
+    atomic_store(&shed_shift, level > 20 ? 20 : level);
+    atomic_store(&shed_paused, paused != 0);
+}
+
+/* The configured mean, doubled per shed level, at most 1 GiB. */
+static uint64_t
+effective_mean(uint64_t mean, unsigned shift)
+{
+    if (mean == 0) {
+        mean = SP_ALLOC_MEAN_DEFAULT;
+    }
+    return (mean << shift) > (1ull << 30) || (mean << shift) < mean
+           ? (1ull << 30) : mean << shift;
+}
+
+size_t
+sp_alloc_sampler_effective_mean(void)
+{
+    return (size_t) effective_mean(atomic_load(&mean_bytes),
+                                   atomic_load(&shed_shift));
+}
+
 
 /* ---- the hooks' slow path ------------------------------------------------- */
 
@@ -299,8 +326,9 @@ sp_alloc_sampler_take(sp_alloc_thread_t *t, void *p, size_t size,
     uintptr_t caller)
 {
     uintptr_t                frames[SP_ALLOC_DEPTH_MAX + OWN_FRAMES];
-    uint64_t                 mean = atomic_load_explicit(&mean_bytes,
-                                                   memory_order_relaxed);
+    uint64_t                 mean = effective_mean(
+        atomic_load_explicit(&mean_bytes, memory_order_relaxed),
+        atomic_load_explicit(&shed_shift, memory_order_relaxed));
     sp_thread_ctx_record_t  *rec;
     sp_alloc_sample_t       *s;
     sp_alloc_live_t          live;
@@ -310,17 +338,14 @@ sp_alloc_sampler_take(sp_alloc_thread_t *t, void *p, size_t size,
     if (!t->seeded) {
         /* The thread's first allocation: start counting. */
         seed(t);
-        t->left = sp_alloc_draw_interval(next_random(t), mean ? mean
-                                         : SP_ALLOC_MEAN_DEFAULT);
+        t->left = sp_alloc_draw_interval(next_random(t), mean);
         return;
-    }
-    if (mean == 0) {
-        mean = SP_ALLOC_MEAN_DEFAULT;
     }
     t->left = sp_alloc_draw_interval(next_random(t), mean);
 
     if (p == NULL || !atomic_load_explicit(&ready, memory_order_acquire)
-        || !atomic_load_explicit(&enabled, memory_order_relaxed))
+        || !atomic_load_explicit(&enabled, memory_order_relaxed)
+        || atomic_load_explicit(&shed_paused, memory_order_relaxed))
     {
         return;
     }
@@ -522,7 +547,7 @@ void
 sp_alloc_sampler_get_stats(sp_alloc_sampler_stats_t *st)
 {
     memset(st, 0, sizeof(*st));
-    st->mean_bytes = atomic_load(&mean_bytes);
+    st->mean_bytes = sp_alloc_sampler_effective_mean();
     st->sampled = atomic_load(&n_sampled);
     st->freed = atomic_load(&n_freed);
     st->reentered = atomic_load(&n_reentered);

@@ -66,7 +66,7 @@ typedef struct {
     uint64_t   live;             /* sampled allocations not yet freed */
     uint64_t   freed;            /* sampled allocations freed */
     uint64_t   reentered;        /* allocations by the profiler itself */
-    uint64_t   mean_bytes;       /* the interval in force */
+    uint64_t   mean_bytes;       /* the interval in force (shed included) */
 } sp_alloc_sampler_stats_t;
 
 /* Per-thread state (the hooks own the TLS variable). left is the number
@@ -102,6 +102,11 @@ int      sp_alloc_sampler_enabled(void);
 /* 0, or -1 (errno EINVAL) outside 1 KiB .. 1 GiB. New draws use it. */
 int      sp_alloc_sampler_set_mean(size_t bytes);
 size_t   sp_alloc_sampler_mean(void);
+/* Load shedding (load_shedder.c): the mean in force is the configured one
+ * doubled per level (at most 1 GiB); paused, nothing is recorded. Each
+ * sample keeps the mean it was taken at, so its weight stays right. */
+void     sp_alloc_sampler_set_shed(unsigned level, int paused);
+size_t   sp_alloc_sampler_effective_mean(void);
 
 /* The hooks' slow path: t->left dropped to <= 0 for an allocation of size
  * bytes at p (p may be NULL: a failed allocation is not sampled). Draws

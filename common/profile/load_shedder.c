@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "common/base/clock.h"
+#include "common/profile/alloc_sampler.h"
 #include "common/profile/load_shedder.h"
 #include "common/profile/sampler.h"
 
@@ -18,6 +19,25 @@ static uint64_t                last_wall, last_cpu;   /* 0: no baseline */
 static int                     we_paused;
 static _Atomic uint64_t        n_decreases, n_increases, n_pauses, n_resumes;
 static _Atomic unsigned        last_pct;
+
+
+/* Memory sampling follows the CPU sampler's shed level (its mean interval
+ * doubles as the rate halves) and pause. Writes ", memory interval A -> B
+ * KiB" into note when memory sampling is on and its interval changed. */
+static void
+shed_memory(char *note, size_t len)
+{
+    size_t  from, to;
+
+    from = sp_alloc_sampler_effective_mean();
+    sp_alloc_sampler_set_shed(sp_sampler_shed_level(), we_paused);
+    to = sp_alloc_sampler_effective_mean();
+    note[0] = '\0';
+    if (from != to && sp_alloc_sampler_ready() && sp_alloc_sampler_enabled()) {
+        snprintf(note, len, ", memory interval %zu -> %zu KiB",
+                 from / 1024, to / 1024);
+    }
+}
 
 
 int
@@ -83,6 +103,7 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
 {
     unsigned  pct, level, from, to;
     uint64_t  dwall, dcpu;
+    char      note[64];
 
     if (atomic_exchange(&cfg_reset, 0)) {
         conf.cpu_pct = atomic_load(&cfg_pct);
@@ -93,6 +114,7 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
         }
         we_paused = 0;
         sp_sampler_set_shed_level(0);
+        shed_memory(note, sizeof(note));
         atomic_store(&last_pct, 0);
     }
     if (conf.cpu_pct == 0) {
@@ -121,6 +143,7 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
             if (!we_paused && !sp_sampler_paused()) {
                 sp_sampler_set_paused(1);
                 we_paused = 1;
+                shed_memory(note, sizeof(note));
                 atomic_fetch_add(&n_pauses, 1);
                 sp_logf(log, SP_LOG_INFO, "spanprof: CPU %u%% > %u%%: "
                         "profiling paused", pct, conf.cpu_pct);
@@ -128,9 +151,10 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
         } else if (from > 1) {
             sp_sampler_set_shed_level(level + 1);
             to = sp_sampler_effective_rate();
+            shed_memory(note, sizeof(note));
             atomic_fetch_add(&n_decreases, 1);
             sp_logf(log, SP_LOG_INFO, "spanprof: CPU %u%% > %u%%: sampling "
-                    "rate %u -> %u Hz", pct, conf.cpu_pct, from, to);
+                    "rate %u -> %u Hz%s", pct, conf.cpu_pct, from, to, note);
         }
         return;
     }
@@ -138,15 +162,17 @@ sp_load_shedder_step(const sp_logger_t *log, uint64_t wall, uint64_t cpu)
     if (we_paused) {
         we_paused = 0;
         sp_sampler_set_paused(0);
+        shed_memory(note, sizeof(note));
         atomic_fetch_add(&n_resumes, 1);
         sp_logf(log, SP_LOG_INFO, "spanprof: CPU %u%% <= %u%%: profiling "
                 "resumed at %u Hz", pct, conf.cpu_pct, from);
     } else if (level > 0) {
         sp_sampler_set_shed_level(level - 1);
         to = sp_sampler_effective_rate();
+        shed_memory(note, sizeof(note));
         atomic_fetch_add(&n_increases, 1);
         sp_logf(log, SP_LOG_INFO, "spanprof: CPU %u%% <= %u%%: sampling "
-                "rate %u -> %u Hz", pct, conf.cpu_pct, from, to);
+                "rate %u -> %u Hz%s", pct, conf.cpu_pct, from, to, note);
     }
 }
 

@@ -169,6 +169,29 @@ main(void)
     sp_alloc_sampler_set_enabled(1);
     sp_alloc_sampler_get_stats(&st);
     is_int(st.sampled, 2, "disabled: nothing sampled");
+
+    /* load shedding: the mean doubles per level, a sample keeps its own */
+    sp_alloc_sampler_set_shed(2, 0);
+    is_int(sp_alloc_sampler_effective_mean(), 4 * 512 * 1024,
+           "shed level 2: the mean in force is 4 x 512 KiB");
+    is_int(sp_alloc_sampler_mean(), 512 * 1024, "the configured one stays");
+    sp_alloc_sampler_get_stats(&st);
+    is_int(st.mean_bytes, 4 * 512 * 1024, "the stats show the one in force");
+    sample_here(&t, block, 100);
+    n = sp_alloc_sampler_peek(s, 8);
+    ok(n == 1 && s[0]->mean == 4 * 512 * 1024,
+       "a sample taken while shed carries its mean (its weight stays right)");
+    sp_alloc_sampler_release(n);
+    sp_alloc_sampler_forget(block);
+    ok(t.left > 0, "the next interval drawn");
+    sp_alloc_sampler_set_shed(30, 0);
+    is_int(sp_alloc_sampler_effective_mean(), 1u << 30, "at most 1 GiB");
+    sp_alloc_sampler_set_shed(0, 1);
+    sample_here(&t, block, 100);
+    sp_alloc_sampler_get_stats(&st);
+    is_int(st.sampled, 3, "paused by the shedder: nothing sampled");
+    sp_alloc_sampler_set_shed(0, 0);
+    is_int(sp_alloc_sampler_effective_mean(), 512 * 1024, "back to 512 KiB");
     sp_alloc_sampler_fini();
 
     /* stacks */
