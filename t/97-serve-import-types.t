@@ -10,6 +10,10 @@
 # snapshot. In-use profiles are snapshots: the worker's flame graph holds
 # the latest file's bytes, never a sum of the files. The values are the
 # files' own (decoded here with protoc), sample by sample.
+# Hand-made files: a cpu- file of samples/count only (another tool's) is
+# CPU by its period; a type with a value out of range is refused and
+# counted, the file's other type kept; an undecodable file or an
+# unreadable directory stops serve with an error naming it.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -18,6 +22,8 @@ use Time::HiRes qw(sleep);
 use SpanProf::Test;
 use SpanProf::Serve;
 use SpanProf::Profile;
+use SpanProf::Cli qw(profile_text pprof_encode gzip_bytes write_file run_cli);
+use File::Temp qw(tempdir);
 
 need_module();
 need_burn_module();
@@ -185,4 +191,47 @@ subtest 'in-use memory per worker: snapshots, the latest one shown' => sub {
 };
 
 $sv->stop;
+
+subtest 'hand-made files: another tool\'s cpu- file, a value out of range' => sub {
+    my $d = tempdir('spanprof-import-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    my ($t, $s) = ('ab' x 16, 'cd' x 8);
+    my $t0 = '1795316400000000000';
+    write_file("$d/cpu-1795316400000-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
+        time => $t0, duration => 1000000000, period => 1000000, types => [[qw(samples count)]],
+        functions => [qw(main legacy_hot)], locations => [[1], [2]],
+        samples => [{ stack => [2, 1], values => [5], labels => { trace_id => $t, span_id => $s } }],
+    ))));
+    write_file("$d/alloc-1795316400000-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
+        time => $t0, duration => 1000000000, period => 16384,
+        types => [[qw(alloc_objects count)], [qw(alloc_space bytes)]], period_type => [qw(space bytes)],
+        functions => [qw(main huge_alloc small_alloc)], locations => [[1], [2], [3]],
+        samples => [{ stack => [2, 1], values => [1, '1125899906842624'] }, { stack => [3, 1], values => [2, 4096] }],
+    ))));
+    my $im = start_serve(extra => [ '--import', $d ]);
+    like $im->log, qr/ 3 samples from 2 profiles \(cpu 1, wall 0, alloc 1, inuse 0; 1 types refused\)/,
+        'one type refused' or diag $im->log;
+    like $im->log, qr/alloc-1795316400000-4242\.pb\.gz: alloc_space: sample 0's value .* out of range/,
+        'with a warning naming the file and the type';
+    my %ty = map { $_->{type} => $_ } @{ $im->api('/api/types', pid => 4242) };
+    is_deeply [ sort keys %ty ], [qw(alloc_objects cpu)], 'cpu and alloc_objects stored, alloc_space not';
+    is $ty{cpu}{value}, 5e6, 'samples/count x the period: 5 ms';
+    is $ty{cpu}{samples}, 5, '5 samples';
+    is $ty{alloc_objects}{value}, 3, 'alloc_objects: 1 + 2';
+    my $f = $im->api('/api/flame', trace => $t, span => $s);
+    is frames($f->{tree})->{legacy_hot}, 5e6, 'on its span';
+    $im->stop;
+
+    my $bad = tempdir('spanprof-import-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+    write_file("$bad/inuse-1795316400000-4242.pb.gz", 'not gzip');
+    my $data = tempdir(CLEANUP => 1);
+    my @serve = ('serve', '--otlp', '127.0.0.1:' . free_port(), '--otlp-grpc', 'off',
+                 '--ui', '127.0.0.1:' . free_port(), '--data', $data);
+    my $r = run_cli(@serve, '--import', $bad);
+    isnt $r->{exit}, 0, 'an undecodable file: serve stops';
+    like $r->{err}, qr/--import: .*inuse-1795316400000-4242\.pb\.gz/, 'naming the file' or diag $r->{err};
+    $r = run_cli(@serve, '--import', "$bad/nosuch");
+    isnt $r->{exit}, 0, 'a directory that does not exist: serve stops';
+    like $r->{err}, qr{cannot read .*/nosuch}, 'saying so' or diag $r->{err};
+};
+
 done_testing;
