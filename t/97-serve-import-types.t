@@ -195,13 +195,15 @@ $sv->stop;
 subtest 'hand-made files: another tool\'s cpu- file, a value out of range' => sub {
     my $d = tempdir('spanprof-import-XXXXXX', TMPDIR => 1, CLEANUP => 1);
     my ($t, $s) = ('ab' x 16, 'cd' x 8);
-    my $t0 = '1795316400000000000';
-    write_file("$d/cpu-1795316400000-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
+    # a minute ago: within --retention's 24 h
+    my $ms = int(Time::HiRes::time() * 1000) - 60000;
+    my $t0 = $ms . '000000';
+    write_file("$d/cpu-$ms-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
         time => $t0, duration => 1000000000, period => 1000000, types => [[qw(samples count)]],
         functions => [qw(main legacy_hot)], locations => [[1], [2]],
         samples => [{ stack => [2, 1], values => [5], labels => { trace_id => $t, span_id => $s } }],
     ))));
-    write_file("$d/alloc-1795316400000-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
+    write_file("$d/alloc-$ms-4242.pb.gz", gzip_bytes(pprof_encode(profile_text(
         time => $t0, duration => 1000000000, period => 16384,
         types => [[qw(alloc_objects count)], [qw(alloc_space bytes)]], period_type => [qw(space bytes)],
         functions => [qw(main huge_alloc small_alloc)], locations => [[1], [2], [3]],
@@ -210,7 +212,7 @@ subtest 'hand-made files: another tool\'s cpu- file, a value out of range' => su
     my $im = start_serve(extra => [ '--import', $d ]);
     like $im->log, qr/ 3 samples from 2 profiles \(cpu 1, wall 0, alloc 1, inuse 0; 1 types refused\)/,
         'one type refused' or diag $im->log;
-    like $im->log, qr/alloc-1795316400000-4242\.pb\.gz: alloc_space: sample 0's value .* out of range/,
+    like $im->log, qr/alloc-$ms-4242\.pb\.gz: alloc_space: sample 0's value .* out of range/,
         'with a warning naming the file and the type';
     my %ty = map { $_->{type} => $_ } @{ $im->api('/api/types', pid => 4242) };
     is_deeply [ sort keys %ty ], [qw(alloc_objects cpu)], 'cpu and alloc_objects stored, alloc_space not';
