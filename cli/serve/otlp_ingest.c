@@ -548,13 +548,10 @@ sample_attr_str(const dict_t *d, const pb_sample_t *ps, const char *key)
     return NULL;
 }
 
-/* The most a sample may stand for: 2^46 in its unit (19.5 hours of
- * nanoseconds, 64 TiB) and 2^40 samples. A received value beyond it is not
- * a measurement: the profile is refused (counted in profiles_rejected). The
- * bound also keeps the API's sums over millions of stored samples far below
- * INT64_MAX. */
-#define SAMPLE_MAX_VALUE   ((int64_t) 1 << 46)
-#define SAMPLE_MAX_COUNT   ((int64_t) 1 << 40)
+/* A received value beyond the bounds (otlp_ingest.h) is not a
+ * measurement: the profile is refused (counted in profiles_rejected). */
+#define SAMPLE_MAX_VALUE   SERVE_SAMPLE_MAX_VALUE
+#define SAMPLE_MAX_COUNT   SERVE_SAMPLE_MAX_COUNT
 
 /* How a profile's sample values read: time in nanoseconds (cpu, wall,
  * off_cpu), CPU in counts of periods (the legacy samples/count), or

@@ -11,6 +11,13 @@
 
 #include "cli/serve/store.h"
 
+/* The most a sample may stand for: 2^46 in its unit (19.5 hours of
+ * nanoseconds, 64 TiB) and 2^40 samples; more is refused (here and by
+ * --import). The bound keeps the API's sums over millions of stored
+ * samples far below INT64_MAX. */
+#define SERVE_SAMPLE_MAX_VALUE  ((int64_t) 1 << 46)
+#define SERVE_SAMPLE_MAX_COUNT  ((int64_t) 1 << 40)
+
 typedef struct {
     uint64_t  accepted;     /* spans, or profiles */
     uint64_t  rejected;     /* spans or profiles that could not be stored */

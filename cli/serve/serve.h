@@ -92,15 +92,25 @@ void serve_api_get(serve_t *sv, const char *url,
 
 /* --- import_dir.c: what the file exporter wrote ------------------------- */
 
+/* The kinds of profile files, in this order: cpu-, wall- (wall and
+ * off_cpu), alloc- (alloc_objects, alloc_space), inuse- (inuse_objects,
+ * inuse_space). */
+#define SERVE_IMPORT_KINDS  4
+
 typedef struct {
     size_t  lines, bad_lines;       /* of traces.jsonl */
     size_t  spans, spans_rejected;
-    size_t  profiles, samples;      /* cpu-*.pb.gz files, samples stored */
+    size_t  profiles, samples;      /* profile files, samples stored */
+    size_t  files[SERVE_IMPORT_KINDS];  /* profile files by kind */
+    size_t  profiles_rejected;      /* a type of a file with a value out of
+                                     * range, or one type too many */
 } serve_import_stats_t;
 
-/* Stores DIR/traces.jsonl's spans and DIR/cpu-*.pb.gz's samples (bad lines
- * are skipped with a warning; an undecodable profile ends the process with
- * a message, as the other commands do); 0, or -1 with err set. */
+/* Stores DIR/traces.jsonl's spans and the samples of DIR's cpu-, wall-,
+ * alloc- and inuse-*.pb.gz, each sample type as OTLP ingest stores it
+ * (bad lines are skipped with a warning; a file's type with a value out of
+ * range is skipped with a warning and counted); 0, or -1 with err set (an
+ * unreadable or undecodable profile file, a store failure). */
 int serve_import_dir(serve_t *sv, const char *dir, serve_import_stats_t *st,
     char *err, size_t errlen);
 

@@ -178,9 +178,12 @@ cli_serve_main(int argc, char **argv)
             cli_die("serve: --import: %s", err);
         }
         printf("spanprof serve: imported %s: %zu spans (%zu lines, %zu bad, "
-               "%zu spans refused), %zu samples from %zu profiles\n",
+               "%zu spans refused), %zu samples from %zu profiles (cpu %zu, "
+               "wall %zu, alloc %zu, inuse %zu; %zu types refused)\n",
                import, ist.spans, ist.lines, ist.bad_lines,
-               ist.spans_rejected, ist.samples, ist.profiles);
+               ist.spans_rejected, ist.samples, ist.profiles, ist.files[0],
+               ist.files[1], ist.files[2], ist.files[3],
+               ist.profiles_rejected);
     }
 
     memset(&sa, 0, sizeof(sa));
