@@ -49,7 +49,7 @@ bench:
 	$(MAKE) bench-keep
 	$(MAKE) bench-cli
 	$(MAKE) bench-serve
-	perl bench/report.pl $(BENCH_BUILD)/run "$${BENCH_OUT:-BENCHMARKS.md}" --quiet
+	perl bench/report.pl build/bench/run "$${BENCH_OUT:-BENCHMARKS.md}" --quiet
 
 # spanprof serve (bench/serve): ingest rate, query times and database size
 # with SERVE_BENCH_SPANS (default 10,000,000) spans stored.
