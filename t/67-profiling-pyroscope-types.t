@@ -22,6 +22,8 @@
 # - otel_profiling_max_size bounds each Pyroscope ingest and the whole OTLP
 #   request (uncompressed); the wall and memory Profiles are still in it,
 #   nothing dropped (profiles_dropped_* 0 in the status API).
+# - A receiver answering 500: what is not delivered is counted by type
+#   (profiles_dropped_cpu, _wall, _memory) in the status API.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -309,6 +311,28 @@ subtest 'otel_profiling_max_size 3k: every Pyroscope profile, the whole OTLP req
     }
     is_deeply \%d, { cpu => 0, wall => 0, memory => 0 }, 'status API: profiles_dropped_{cpu,wall,memory} 0';
     unlike $ngx->error_log, qr/does not fit otel_profiling_max_size/, 'nothing dropped as too large';
+    $ngx->stop;
+    $recv->stop;
+};
+
+subtest 'a receiver that refuses everything: profiles_dropped_{cpu,wall,memory}' => sub {
+    my $recv = start_receiver(default => 500);
+    my $ngx = start_nginx(receiver => $recv, burn => 1, conf => conf(ms => 30, kb => 1024));
+    my $port = $ngx->port;
+    is burn($port, '/alpha/', 3), 3, '3 requests burning CPU';
+    is burn($port, '/block/', 3), 3, '3 requests blocking';
+    is burn($port, '/alloc/', 3), 3, '3 requests allocating';
+    my %d;
+    ok wait_until(15, sub {
+        for my $t (qw(cpu wall memory)) {
+            my ($js, $ps) = api_counter($port, '/api', "profiles_dropped_$t");
+            $d{$t} = [ $js // 0, $ps // 0 ];
+        }
+        !grep { $_->[0] < 2 || $_->[1] < 2 } values %d;
+    }), 'each type counted twice or more (an OTLP request and a Pyroscope ingest), JSON and Prometheus: '
+        . join(', ', map { "$_ @{ $d{$_} }" } sort keys %d);
+    $ngx->quit(15);
+    like $ngx->error_log, qr/profile export to \S+ failed: status 500/, 'the failures are logged';
     $ngx->stop;
     $recv->stop;
 };

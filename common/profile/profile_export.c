@@ -144,6 +144,10 @@ sp_profile_export_free(sp_profile_export_t *pe)
     sp_symbol_redact_free(pe->redact);
     sp_http_client_free(pe->otlp);
     sp_http_client_free(pe->pyroscope);
+    /* Ingests abandoned at the exporter's deadline: not delivered. */
+    for (i = pe->pyro_next; i < pe->pyro_n; i++) {
+        dropped[pe->pyro[i].type]++;
+    }
     sp_arena_free(&pe->arena);
     sp_arena_free(&pe->trunc_arena);
     sp_buf_free(&pe->otlp_body);
