@@ -22,6 +22,7 @@
 # - otel_profiling_max_size bounds each Pyroscope ingest and the whole OTLP
 #   request (uncompressed); the wall and memory Profiles are still in it,
 #   nothing dropped (profiles_dropped_* 0 in the status API).
+# - Apache (event MPM) sends the same types.
 # - A receiver answering 500: what is not delivered is counted by type
 #   (profiles_dropped_cpu, _wall, _memory) in the status API.
 use strict;
@@ -32,9 +33,11 @@ use Time::HiRes qw(sleep);
 use IO::Uncompress::Gunzip qw(gunzip $GunzipError);
 use SpanProf::Test;
 use SpanProf::Profile;
+use SpanProf::Apache;
 
 need_module();
 need_burn_module();
+need_apache_module();
 
 my $BLOCK = 'spanprof_burn_block_on_pipe';
 my $ALLOC = 'spanprof_burn_alloc';
@@ -334,6 +337,56 @@ subtest 'a receiver that refuses everything: profiles_dropped_{cpu,wall,memory}'
     $ngx->quit(15);
     like $ngx->error_log, qr/profile export to \S+ failed: status 500/, 'the failures are logged';
     $ngx->stop;
+    $recv->stop;
+};
+
+# Apache (event MPM), the same core: its Pyroscope ingests too.
+my $AP = <<'EOF';
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterInterval 0.1
+OtelServiceName types67
+OtelProfilingTypes cpu wall memory
+OtelProfilingRate 1000
+OtelProfilingWallRate 200
+OtelProfilingMemoryInterval 16k
+OtelProfilingInterval 0.5
+OtelProfilingPyroscope %%RECEIVER%%/pyro
+OtelTrace On
+Header always set X-Span-Id "%{OTEL_SPAN_ID}e"
+<Location /burn>
+    SetHandler spanprof-burn
+    OtelProfiling On
+</Location>
+EOF
+
+subtest 'Apache: CPU, wall and memory types to Pyroscope, on their spans' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'event', conf => $AP, burn => 1, receiver => $recv);
+    my (%cpu, %alloc);
+    for my $i (1 .. 3) {
+        my $r = http_get($ap->port, "/burn?fn=alpha&ms=100&n=$i");
+        $cpu{ $r->{headers}{'x-span-id'} // '' } = 1 if ($r->{content} // '') =~ /^alpha 100 /;
+        $r = http_get($ap->port, "/burn?fn=alloc&kb=4096&n=$i");
+        $alloc{ $r->{headers}{'x-span-id'} // '' } = 1 if $r->{status} == 200;
+    }
+    is scalar(keys %cpu) + scalar(keys %alloc), 6, '3 burning and 3 allocating requests';
+    $ap->stop;
+    my %k = by_kind(pyroscope_ingests($recv));
+    ok $k{$_}, "$_ profile(s) sent to Pyroscope: " . scalar(@{ $k{$_} || [] }) for qw(cpu wall alloc);
+    my %types = map { ($_ => 1) } map { pyroscope_types($_->{meta}) } map { @$_ } values %k;
+    ok $types{$_}, "Pyroscope lists $_" for qw(process_cpu:cpu:nanoseconds:cpu:nanoseconds
+        wall:wall:nanoseconds:wall:nanoseconds memory:alloc_space:bytes:space:bytes);
+    my @w = grep { has_frame($_, 'spanprof_apache_burn_alpha') && $cpu{ $_->{labels}{span_id} // '' } }
+        map { @{ $_->{samples} } } @{ $k{wall} || [] };
+    my $w = 0;
+    $w += $_->{values}[1] for @w;
+    ok $w >= 0.5 * 300e6, sprintf('wall: %.0f ms at spanprof_apache_burn_alpha on the burning requests\' spans', $w / 1e6);
+    my @a = grep { has_frame($_, $ALLOC) && $alloc{ $_->{labels}{span_id} // '' } }
+        map { @{ $_->{samples} } } @{ $k{alloc} || [] };
+    my $b = 0;
+    $b += $_->{values}[1] for @a;
+    ok $b >= 0.5 * 12 * 2**20, sprintf('alloc_space: %.1f MB at %s on the allocating requests\' spans (12 MB)',
+        $b / 2**20, $ALLOC);
     $recv->stop;
 };
 
