@@ -342,7 +342,7 @@ subtest 'a receiver that refuses everything: profiles_dropped_{cpu,wall,memory}'
 
 # Apache (event MPM), the same core: its Pyroscope ingests too.
 my $AP = <<'EOF';
-OtelExporterEndpoint %%RECEIVER%%
+OtelExporterEndpoint file://%%PREFIX%%/out
 OtelExporterInterval 0.1
 OtelServiceName types67
 OtelProfilingTypes cpu wall memory
@@ -361,7 +361,7 @@ EOF
 
 subtest 'Apache: CPU, wall and memory types to Pyroscope, on their spans' => sub {
     my $recv = start_receiver();
-    my $ap = start_apache(mpm => 'event', conf => $AP, burn => 1, receiver => $recv);
+    my $ap = start_apache(mpm => 'event', conf => $AP, burn => 1, dirs => ['out'], receiver => $recv);
     my (%cpu, %alloc);
     for my $i (1 .. 3) {
         my $r = http_get($ap->port, "/burn?fn=alpha&ms=100&n=$i");
