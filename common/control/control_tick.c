@@ -9,6 +9,7 @@
 #include "common/profile/alloc_sampler.h"
 #include "common/profile/keep_rules.h"
 #include "common/profile/load_shedder.h"
+#include "common/profile/profile_export.h"
 #include "common/profile/profile_truncate.h"
 #include "common/profile/sampler.h"
 
@@ -87,6 +88,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
     sp_keep_stats_t      ks;
     sp_load_shedder_stats_t      ls;
     sp_profile_truncate_stats_t  ts;
+    sp_profile_export_drop_stats_t  ds;
     sp_alloc_sampler_stats_t     as;
     sp_alloc_hooks_stats_t       hs;
     int                  running = sp_sampler_running();
@@ -127,6 +129,10 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_samples_truncated] = ts.samples_truncated;
     st->v[SP_ST_profiles_oversized] = ts.profiles_oversized;
     st->v[SP_ST_profiles_over_max_samples] = ts.profiles_over_max_samples;
+    sp_profile_export_drop_stats(&ds);
+    st->v[SP_ST_profiles_dropped_cpu] = ds.cpu;
+    st->v[SP_ST_profiles_dropped_wall] = ds.wall;
+    st->v[SP_ST_profiles_dropped_memory] = ds.memory;
 
     sp_load_shedder_get_stats(&ls);
     st->v[SP_ST_shed_rate_decreases] = ls.rate_decreases;

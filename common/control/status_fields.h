@@ -93,7 +93,13 @@
     X(profiles_oversized, COUNTER,                                            \
       "Profiles over the size bound even fully merged (dropped)")             \
     X(profiles_over_max_samples, COUNTER,                                     \
-      "Profile encodings over otel_profiling_max_samples, stacks merged")     \
+      "Profiles over otel_profiling_max_samples, stacks merged")              \
+    X(profiles_dropped_cpu, COUNTER,                                          \
+      "CPU profiles not delivered (any output: too large, failed)")           \
+    X(profiles_dropped_wall, COUNTER,                                         \
+      "Wall-clock profiles not delivered (any output: too large, failed)")    \
+    X(profiles_dropped_memory, COUNTER,                                       \
+      "Memory profiles not delivered (any output: too large, failed)")        \
     X(functions_redacted, COUNTER,                                            \
       "Function names exported as [REDACTED]")                                \
     X(shed_rate_decreases, COUNTER, "Load shedding: rate halved")             \

@@ -27,6 +27,33 @@
 #define MS  1000000ull
 #define ERROR_LOG_EVERY_MS  5000
 
+/* The profile types an interval may export, each its own Pyroscope ingest
+ * and its own drop counter (memory: ALLOC and INUSE). */
+enum {
+    TYPE_CPU = 0,
+    TYPE_WALL,
+    TYPE_ALLOC,
+    TYPE_INUSE,
+    NTYPES
+};
+
+static const char *const  type_names[NTYPES] = {
+    "cpu", "wall", "alloc", "inuse"
+};
+
+/* This process's profiles not delivered, by type (the status API's
+ * profiles_dropped_*). */
+static _Atomic uint64_t  dropped[NTYPES];
+
+/* One Pyroscope ingest waiting or being sent: a profile type's pprof in
+ * its form, and its URL. An interval's are sent one after the other on the
+ * one connection. */
+typedef struct {
+    int       type;
+    char     *url;
+    sp_buf_t  form;
+} pyroscope_post_t;
+
 struct sp_profile_export {
     sp_profile_export_conf_t  conf;
     sp_profile_builder_t     *builder;
@@ -39,8 +66,11 @@ struct sp_profile_export {
     sp_buf_t                  otlp_body;     /* each kept until sent */
     sp_buf_t                  body;          /* pprof, gzip'd */
     sp_buf_t                  raw;           /* pprof before gzip */
-    sp_buf_t                  form;
-    char                     *pyroscope_req; /* its URL, until sent */
+    pyroscope_post_t          pyro[NTYPES];
+    size_t                    pyro_n;        /* queued this interval */
+    size_t                    pyro_next;     /* being sent */
+    uint64_t                  pyro_timeout_ms;
+    unsigned                  otlp_types;    /* 1 << TYPE_x in otlp_body */
     uint64_t                  start_ns;      /* wall clock */
     uint64_t                  due;           /* monotonic */
     uint64_t                  last_error_log;
@@ -55,6 +85,7 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
 {
     sp_profile_export_t  *pe = calloc(1, sizeof(*pe));
     const char           *why = NULL;
+    size_t                i;
 
     if (pe == NULL) {
         return NULL;
@@ -73,7 +104,9 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
     sp_buf_init(&pe->otlp_body);
     sp_buf_init(&pe->body);
     sp_buf_init(&pe->raw);
-    sp_buf_init(&pe->form);
+    for (i = 0; i < NTYPES; i++) {
+        sp_buf_init(&pe->pyro[i].form);
+    }
     if (c->otlp_url != NULL) {
         /* A connection of its own, so a profile never waits behind spans. */
         pe->otlp = sp_http_client_new(c->loop, c->otlp_http);
@@ -101,6 +134,8 @@ sp_profile_export_new(const sp_profile_export_conf_t *c)
 void
 sp_profile_export_free(sp_profile_export_t *pe)
 {
+    size_t  i;
+
     if (pe == NULL) {
         return;
     }
@@ -109,13 +144,19 @@ sp_profile_export_free(sp_profile_export_t *pe)
     sp_symbol_redact_free(pe->redact);
     sp_http_client_free(pe->otlp);
     sp_http_client_free(pe->pyroscope);
+    /* Ingests abandoned at the exporter's deadline: not delivered. */
+    for (i = pe->pyro_next; i < pe->pyro_n; i++) {
+        dropped[pe->pyro[i].type]++;
+    }
     sp_arena_free(&pe->arena);
     sp_arena_free(&pe->trunc_arena);
     sp_buf_free(&pe->otlp_body);
     sp_buf_free(&pe->body);
     sp_buf_free(&pe->raw);
-    sp_buf_free(&pe->form);
-    free(pe->pyroscope_req);
+    for (i = 0; i < NTYPES; i++) {
+        sp_buf_free(&pe->pyro[i].form);
+        free(pe->pyro[i].url);
+    }
     free(pe);
 }
 
@@ -363,6 +404,18 @@ otlp_rejected(sp_profile_export_t *pe, const sp_http_response_t *resp)
 }
 
 static void
+drop_types(unsigned types)
+{
+    size_t  i;
+
+    for (i = 0; i < NTYPES; i++) {
+        if (types & (1u << i)) {
+            dropped[i]++;
+        }
+    }
+}
+
+static void
 posted_otlp(void *ud, const sp_http_response_t *resp)
 {
     sp_profile_export_t  *pe = ud;
@@ -373,17 +426,28 @@ posted_otlp(void *ud, const sp_http_response_t *resp)
         return;
     }
     posted(pe, pe->conf.otlp_url, resp, pe->otlp_body.len);
+    if (!sp_http_response_ok(resp)) {
+        drop_types(pe->otlp_types);
+    }
 }
+
+static void pyroscope_next(sp_profile_export_t *pe);
 
 static void
 posted_pyroscope(void *ud, const sp_http_response_t *resp)
 {
     sp_profile_export_t  *pe = ud;
+    pyroscope_post_t     *q = &pe->pyro[pe->pyro_next];
 
-    posted(pe, pe->conf.pyroscope_url, resp, pe->form.len);
+    posted(pe, pe->conf.pyroscope_url, resp, q->form.len);
+    if (!sp_http_response_ok(resp)) {
+        dropped[q->type]++;
+    }
+    pe->pyro_next++;
+    pyroscope_next(pe);
 }
 
-static void
+static int
 post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
     const char *content_type, const sp_buf_t *body, uint64_t timeout_ms)
 {
@@ -395,21 +459,24 @@ post(sp_profile_export_t *pe, sp_http_client_t *http, const char *url,
         pe->bytes_failed += body->len;
         fail(pe, "profile export to %s failed: cannot start the request%s",
              url, "");
+        return -1;
     }
+    return 0;
 }
 
 static void
-write_pprof_file(sp_profile_export_t *pe, const char *type)
+write_pprof_file(sp_profile_export_t *pe, int type)
 {
     char  name[96], path[4200];
 
-    snprintf(name, sizeof(name), "%s-%llu-%d.pb.gz", type,
+    snprintf(name, sizeof(name), "%s-%llu-%d.pb.gz", type_names[type],
              (unsigned long long) (pe->start_ns / MS), (int) getpid());
     if (sp_file_output_write_whole(pe->conf.file, name, pe->body.data,
                                    pe->body.len) != 0)
     {
         snprintf(path, sizeof(path), "%s/%s", pe->conf.file->dir, name);
         pe->bytes_failed += pe->body.len;
+        dropped[type]++;
         fail(pe, "cannot write %s: %s", path, strerror(errno));
         return;
     }
@@ -417,88 +484,114 @@ write_pprof_file(sp_profile_export_t *pe, const char *type)
     pe->bytes_exported += pe->body.len;
 }
 
+#define PYROSCOPE_BOUNDARY  "spanprof-7d1c2a9e4b"
 
+/* Starts the next queued Pyroscope ingest, if any: from the flush, then
+ * from each one's completion, so that an interval's types go one after
+ * the other on the one connection. */
 static void
-send_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p,
-    uint64_t timeout_ms)
+pyroscope_next(sp_profile_export_t *pe)
 {
-    static const char  boundary[] = "spanprof-7d1c2a9e4b";
-    sp_buf_t           url;
-    char               ct[96];
+    pyroscope_post_t  *q;
 
-    if (sp_http_client_busy(pe->pyroscope)) {
-        fail(pe, "profile export to %s skipped: %s", pe->conf.pyroscope_url,
-             "the last one is still being sent");
-        return;
+    for (; pe->pyro_next < pe->pyro_n; pe->pyro_next++) {
+        q = &pe->pyro[pe->pyro_next];
+        if (post(pe, pe->pyroscope, q->url, "multipart/form-data; boundary="
+                 PYROSCOPE_BOUNDARY, &q->form, pe->pyro_timeout_ms) == 0)
+        {
+            return;
+        }
+        dropped[q->type]++;
     }
+}
+
+/* Queues pe->body (a gzip'd pprof of type) as a Pyroscope ingest: the
+ * same application and series labels for every type; Pyroscope names
+ * each type from the pprof's sample types (process_cpu, wall, memory). */
+static void
+queue_pyroscope(sp_profile_export_t *pe, const sp_profile_t *p, int type)
+{
+    pyroscope_post_t  *q = &pe->pyro[pe->pyro_n];
+    sp_buf_t           url;
+
     sp_buf_init(&url);
     sp_pyroscope_ingest_url(pe->conf.pyroscope_url, p->resource, p->start_ns,
                             p->end_ns, &url);
     sp_buf_append_char(&url, '\0');
-    if (sp_buf_failed(&url)) {
+    sp_buf_reset(&q->form);
+    sp_buf_appendf(&q->form, "--%s\r\nContent-Disposition: form-data; "
+                   "name=\"profile\"; filename=\"profile.pprof\"\r\n"
+                   "Content-Type: application/octet-stream\r\n\r\n",
+                   PYROSCOPE_BOUNDARY);
+    sp_buf_append(&q->form, pe->body.data, pe->body.len);
+    sp_buf_appendf(&q->form, "\r\n--%s--\r\n", PYROSCOPE_BOUNDARY);
+    if (sp_buf_failed(&url) || sp_buf_failed(&q->form)) {
         sp_buf_free(&url);
+        dropped[type]++;
         fail(pe, "profile export to %s skipped: %s", pe->conf.pyroscope_url,
              "out of memory");
         return;
     }
-
-    sp_buf_reset(&pe->form);
-    sp_buf_appendf(&pe->form, "--%s\r\nContent-Disposition: form-data; "
-                   "name=\"profile\"; filename=\"profile.pprof\"\r\n"
-                   "Content-Type: application/octet-stream\r\n\r\n", boundary);
-    sp_buf_append(&pe->form, pe->body.data, pe->body.len);
-    sp_buf_appendf(&pe->form, "\r\n--%s--\r\n", boundary);
-
     /* The URL lives until the post is done (the buffer's bytes, owned). */
-    free(pe->pyroscope_req);
-    pe->pyroscope_req = (char *) url.data;
-    if (!sp_buf_failed(&pe->form)) {
-        snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%s", boundary);
-        post(pe, pe->pyroscope, pe->pyroscope_req, ct, &pe->form, timeout_ms);
-    }
+    free(q->url);
+    q->url = (char *) url.data;
+    q->type = type;
+    pe->pyro_n++;
 }
 
-/* OTLP with every type in one request: the first part is the profile the
- * bounded encoder gives (truncated when too large), the others as built. */
+/* OTLP with every type in one request: a Profile per part, each part one
+ * of the (distinct) profiles bounded together. */
 typedef struct {
-    sp_otlp_profile_part_t  parts[7];
-    size_t                  n;
-    int                     json;
+    int     type[7];       /* sp_otlp_profile_type_t */
+    size_t  idx[7];        /* its profile */
+    size_t  n;
+    int     json;
 } otlp_parts_t;
 
 static int
-encode_otlp_parts(void *ud, sp_arena_t *a, const sp_profile_t *p,
+encode_otlp_parts(void *ud, sp_arena_t *a, const sp_profile_t *ps,
+    size_t np, sp_buf_t *out)
+{
+    otlp_parts_t            *o = ud;
+    sp_otlp_profile_part_t   parts[7];
+    size_t                   i;
+
+    for (i = 0; i < o->n; i++) {
+        if (o->idx[i] >= np) {
+            return -1;
+        }
+        parts[i].p = &ps[o->idx[i]];
+        parts[i].type = o->type[i];
+    }
+    return o->json ? sp_otlp_http_json_profiles_n(a, parts, o->n, out)
+                   : sp_otlp_profiles_encode_n(a, parts, o->n, out);
+}
+
+static int
+encode_pprof(void *ud, sp_arena_t *a, const sp_profile_t *ps, size_t n,
     sp_buf_t *out)
 {
-    otlp_parts_t  *o = ud;
-
-    o->parts[0].p = p;
-    return o->json ? sp_otlp_http_json_profiles_n(a, o->parts, o->n, out)
-                   : sp_otlp_profiles_encode_n(a, o->parts, o->n, out);
+    (void) n;
+    return sp_pprof_encode_opts(a, &ps[0], ud, out);
 }
 
+/* Encodes the n profiles ps (one message: a pprof holds one, an OTLP
+ * request several) for one output into out within max_size (uncompressed)
+ * and max_samples per profile, then, when gzip is set, compresses it
+ * (pprof: files and Pyroscope want .pb.gz; the size that counts is the
+ * decompressed one); 0 when there is something to send. */
 static int
-encode_pprof(void *ud, sp_arena_t *a, const sp_profile_t *p, sp_buf_t *out)
-{
-    return sp_pprof_encode_opts(a, p, ud, out);
-}
-
-/* Encodes p for one output into out within max_size (uncompressed) and
- * max_samples, then, when gzip is set, compresses it (pprof: files and
- * Pyroscope want .pb.gz; the size that counts is the decompressed one); 0
- * when there is something to send. */
-static int
-encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
-    sp_profile_encoder_t enc, void *ud, int gzip, sp_buf_t *out)
+encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *ps,
+    size_t n, sp_profile_encoder_n_t enc, void *ud, int gzip, sp_buf_t *out)
 {
     sp_profile_truncation_t  r;
     sp_buf_t                *plain = gzip ? &pe->raw : out;
     char                     why[256];
     int                      rc;
 
-    rc = sp_profile_encode_bounded(&pe->arena, &pe->trunc_arena, p,
-                                   pe->conf.max_size, pe->conf.max_samples,
-                                   enc, ud, plain, &r);
+    rc = sp_profile_encode_bounded_n(&pe->arena, &pe->trunc_arena, ps, n,
+                                     pe->conf.max_size, pe->conf.max_samples,
+                                     enc, ud, plain, &r);
     sp_arena_reset(&pe->trunc_arena);
     if (rc == 0 && gzip) {
         sp_buf_reset(out);
@@ -536,13 +629,69 @@ encode(sp_profile_export_t *pe, const char *what, const sp_profile_t *p,
     return 0;
 }
 
+/* One request with a Profile per type that has samples: each Profile
+ * within max_samples, the whole request within max_size. */
+static void
+send_otlp(sp_profile_export_t *pe, const sp_profile_t *kinds,
+    uint64_t timeout_ms)
+{
+    /* the OTLP types of each of kinds[TYPE_x] */
+    static const int  otlp_types[NTYPES][2] = {
+        { SP_OTLP_PROFILE_CPU, -1 },
+        { SP_OTLP_PROFILE_WALL, SP_OTLP_PROFILE_OFF_CPU },
+        { SP_OTLP_PROFILE_ALLOC_OBJECTS, SP_OTLP_PROFILE_ALLOC_SPACE },
+        { SP_OTLP_PROFILE_INUSE_OBJECTS, SP_OTLP_PROFILE_INUSE_SPACE },
+    };
+    sp_profile_t  ps[NTYPES];
+    otlp_parts_t  op;
+    size_t        np = 0, t, j;
+
+    op.n = 0;
+    op.json = pe->conf.otlp_json;
+    pe->otlp_types = 0;
+    for (t = 0; t < NTYPES; t++) {
+        if (kinds[t].nsamples == 0) {
+            continue;
+        }
+        for (j = 0; j < 2 && otlp_types[t][j] >= 0; j++) {
+            op.type[op.n] = otlp_types[t][j];
+            op.idx[op.n++] = np;
+        }
+        ps[np++] = kinds[t];
+        pe->otlp_types |= 1u << t;
+    }
+    if (np == 0) {
+        return;
+    }
+    if (encode(pe, "OTLP", ps, np, encode_otlp_parts, &op, 0,
+               &pe->otlp_body) != 0
+        || post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
+                ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
+                &pe->otlp_body, timeout_ms) != 0)
+    {
+        drop_types(pe->otlp_types);
+    }
+}
+
 int
 sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 {
-    sp_profile_t  p, wall, alloc, inuse;
-    unsigned      wall_rate;
-    otlp_parts_t  op;
-    uint64_t      end = sp_now_ns();
+    /* kinds[TYPE_x]: the interval's profile of each type */
+    static const int  sample_kinds[NTYPES] = {
+        SP_SAMPLE_CPU, SP_SAMPLE_WALL, SP_SAMPLE_ALLOC, SP_SAMPLE_INUSE
+    };
+    static const char *const  file_what[NTYPES] = {
+        "pprof file", "wall pprof file", "alloc pprof file",
+        "inuse pprof file"
+    };
+    static const char *const  pyroscope_what[NTYPES] = {
+        "Pyroscope", "Pyroscope wall", "Pyroscope alloc", "Pyroscope inuse"
+    };
+    sp_profile_t     kinds[NTYPES];
+    sp_pprof_opts_t  po;
+    unsigned         wall_rate;
+    uint64_t         end = sp_now_ns();
+    size_t           t;
 
     sp_profile_export_drain(pe);
 
@@ -578,101 +727,63 @@ sp_profile_export_flush(sp_profile_export_t *pe, uint64_t timeout_ms)
 
         if (sp_profile_builder_build(pe->builder, pe->symbolizer,
                                      pe->conf.resource, pe->start_ns, end,
-                                     sp_sampler_period_ns(), &p) != 0)
+                                     sp_sampler_period_ns(),
+                                     &kinds[TYPE_CPU]) != 0)
         {
             fail(pe, "out of memory building a profile%s%s", "", "");
 
         } else {
             /* Once per distinct function, before any encoder sees it (the
              * kinds share the tables). */
-            sp_symbol_redact_profile(pe->redact, &p);
+            sp_symbol_redact_profile(pe->redact, &kinds[TYPE_CPU]);
             wall_rate = sp_sampler_wall_effective_rate();
-            sp_profile_builder_kind(pe->builder, SP_SAMPLE_WALL, &p,
+            sp_profile_builder_kind(pe->builder, SP_SAMPLE_WALL,
+                                    &kinds[TYPE_CPU],
                                     wall_rate ? 1000000000ull / wall_rate : 0,
-                                    &wall);
-            sp_profile_builder_kind(pe->builder, SP_SAMPLE_ALLOC, &p,
-                                    sp_alloc_sampler_mean(), &alloc);
-            sp_profile_builder_kind(pe->builder, SP_SAMPLE_INUSE, &p,
-                                    sp_alloc_sampler_mean(), &inuse);
+                                    &kinds[TYPE_WALL]);
+            sp_profile_builder_kind(pe->builder, SP_SAMPLE_ALLOC,
+                                    &kinds[TYPE_CPU], sp_alloc_sampler_mean(),
+                                    &kinds[TYPE_ALLOC]);
+            sp_profile_builder_kind(pe->builder, SP_SAMPLE_INUSE,
+                                    &kinds[TYPE_CPU], sp_alloc_sampler_mean(),
+                                    &kinds[TYPE_INUSE]);
 
-            /* One request: CPU, wall and off-CPU profiles, those with
-             * samples (the first one bounded by max_size). */
-            op.n = 0;
-            op.json = pe->conf.otlp_json;
-            if (p.nsamples > 0) {
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &p, SP_OTLP_PROFILE_CPU };
+            if (pe->otlp != NULL) {
+                send_otlp(pe, kinds, timeout_ms);
             }
-            if (wall.nsamples > 0) {
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &wall, SP_OTLP_PROFILE_WALL };
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &wall, SP_OTLP_PROFILE_OFF_CPU };
+            /* Files keep the trace id; Pyroscope gets span labels only.
+             * Each type is its own pprof, bounded on its own. */
+            pe->pyro_n = 0;
+            pe->pyro_next = 0;
+            pe->pyro_timeout_ms = timeout_ms;
+            for (t = 0; t < NTYPES; t++) {
+                if (kinds[t].nsamples == 0) {
+                    continue;
+                }
+                po = (sp_pprof_opts_t) { .gzip = 0,
+                    .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
+                    .kind = sample_kinds[t] };
+                if (pe->conf.file != NULL) {
+                    if (encode(pe, file_what[t], &kinds[t], 1, encode_pprof,
+                               &po, 1, &pe->body) == 0)
+                    {
+                        write_pprof_file(pe, (int) t);
+                    } else {
+                        dropped[t]++;
+                    }
+                }
+                if (pe->pyroscope != NULL) {
+                    po.span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE;
+                    if (encode(pe, pyroscope_what[t], &kinds[t], 1,
+                               encode_pprof, &po, 1, &pe->body) == 0)
+                    {
+                        queue_pyroscope(pe, &kinds[t], (int) t);
+                    } else {
+                        dropped[t]++;
+                    }
+                }
             }
-            if (alloc.nsamples > 0) {
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &alloc, SP_OTLP_PROFILE_ALLOC_OBJECTS };
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &alloc, SP_OTLP_PROFILE_ALLOC_SPACE };
-            }
-            if (inuse.nsamples > 0) {
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &inuse, SP_OTLP_PROFILE_INUSE_OBJECTS };
-                op.parts[op.n++] = (sp_otlp_profile_part_t) {
-                    &inuse, SP_OTLP_PROFILE_INUSE_SPACE };
-            }
-            if (op.n > 0 && pe->otlp != NULL
-                && encode(pe, "OTLP", op.parts[0].p, encode_otlp_parts, &op,
-                          0, &pe->otlp_body) == 0)
-            {
-                post(pe, pe->otlp, pe->conf.otlp_url, pe->conf.otlp_json
-                     ? SP_OTLP_HTTP_JSON_CONTENT_TYPE : "application/x-protobuf",
-                     &pe->otlp_body, timeout_ms);
-            }
-            /* Files keep the trace id; Pyroscope gets span labels only. */
-            if (p.nsamples > 0 && pe->conf.file != NULL
-                && encode(pe, "pprof file", &p, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 0,
-                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE },
-                          1, &pe->body) == 0)
-            {
-                write_pprof_file(pe, "cpu");
-            }
-            if (wall.nsamples > 0 && pe->conf.file != NULL
-                && encode(pe, "wall pprof file", &wall, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 0,
-                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
-                              .kind = SP_SAMPLE_WALL },
-                          1, &pe->body) == 0)
-            {
-                write_pprof_file(pe, "wall");
-            }
-            if (alloc.nsamples > 0 && pe->conf.file != NULL
-                && encode(pe, "alloc pprof file", &alloc, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 0,
-                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
-                              .kind = SP_SAMPLE_ALLOC },
-                          1, &pe->body) == 0)
-            {
-                write_pprof_file(pe, "alloc");
-            }
-            if (inuse.nsamples > 0 && pe->conf.file != NULL
-                && encode(pe, "inuse pprof file", &inuse, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 0,
-                              .span_labels = SP_PPROF_SPAN_LABELS_TRACE,
-                              .kind = SP_SAMPLE_INUSE },
-                          1, &pe->body) == 0)
-            {
-                write_pprof_file(pe, "inuse");
-            }
-            if (p.nsamples > 0 && pe->pyroscope != NULL
-                && encode(pe, "Pyroscope", &p, encode_pprof,
-                          &(sp_pprof_opts_t) { .gzip = 0,
-                              .span_labels = SP_PPROF_SPAN_LABELS_PYROSCOPE },
-                          1, &pe->body) == 0)
-            {
-                send_pyroscope(pe, &p, timeout_ms);
-            }
+            pyroscope_next(pe);
         }
     }
 
@@ -687,7 +798,8 @@ int
 sp_profile_export_busy(const sp_profile_export_t *pe)
 {
     return (pe->otlp != NULL && sp_http_client_busy(pe->otlp))
-           || (pe->pyroscope != NULL && sp_http_client_busy(pe->pyroscope));
+           || (pe->pyroscope != NULL && (sp_http_client_busy(pe->pyroscope)
+                                         || pe->pyro_next < pe->pyro_n));
 }
 
 void
@@ -724,4 +836,12 @@ sp_profile_export_more_stats(const sp_profile_export_t *pe,
                        + sp_profile_builder_dropped(pe->builder);
     *bytes_exported = pe->bytes_exported;
     *bytes_failed = pe->bytes_failed;
+}
+
+void
+sp_profile_export_drop_stats(sp_profile_export_drop_stats_t *st)
+{
+    st->cpu = dropped[TYPE_CPU];
+    st->wall = dropped[TYPE_WALL];
+    st->memory = dropped[TYPE_ALLOC] + dropped[TYPE_INUSE];
 }

@@ -11,14 +11,20 @@
 
 /* The profile half of the exporter: drains the sampler's ring into a
  * profile builder, and at each interval symbolizes, encodes and sends the
- * profile (OTLP profiles over HTTP, a pprof file, pprof to Pyroscope). The
- * sends run on the exporter's HTTP loop; nothing here blocks on the
- * network. Each output's encoding is bounded by max_size bytes before any
- * compression and by max_samples samples (the least-sampled stacks merged
- * into "[truncated]", logged at info, counted in profile_truncate.h's
- * stats); pprof files carry trace_id, span_id and
- * span_name, Pyroscope's pprof span_id and span_name only, its series
- * labels named in the ingest URL (pyroscope_ingest.h). Exporter side only (its thread or the server's event loop). */
+ * profiles of each type that has samples (CPU, wall with off-CPU, memory
+ * allocations, memory in use): OTLP profiles over HTTP (one request, a
+ * Profile per type), pprof files (a file per type), pprof to Pyroscope (an
+ * ingest per type, one after the other on one connection: Pyroscope names
+ * them from their sample types, process_cpu, wall and memory). The sends
+ * run on the exporter's HTTP loop; nothing here blocks on the network.
+ * Each output's encoding is bounded by max_size bytes before any
+ * compression (an OTLP request as a whole) and each profile in it by
+ * max_samples samples (the least-sampled stacks merged into "[truncated]",
+ * logged at info, counted in profile_truncate.h's stats); pprof files
+ * carry trace_id, span_id and span_name, Pyroscope's pprof span_id and
+ * span_name only, its series labels named in the ingest URL
+ * (pyroscope_ingest.h). Exporter side only (its thread or the server's
+ * event loop). */
 
 typedef struct sp_profile_export sp_profile_export_t;
 
@@ -79,6 +85,16 @@ void sp_profile_export_more_stats(const sp_profile_export_t *pe,
  * collector's message). They are not in `exported`; their bytes are in
  * bytes_exported (delivered). */
 uint64_t sp_profile_export_rejected(const sp_profile_export_t *pe);
+
+/* This process's profiles not delivered, by type (memory: allocations and
+ * in use), whatever the output: over max_size even fully merged, not
+ * encodable, their file not written, their post failed or not started (a
+ * failed OTLP request counts for each type in it). Any thread; relaxed. */
+typedef struct {
+    uint64_t  cpu, wall, memory;
+} sp_profile_export_drop_stats_t;
+
+void sp_profile_export_drop_stats(sp_profile_export_drop_stats_t *st);
 
 /* Function entries exported as [REDACTED] so far (symbol_redact.h). */
 uint64_t sp_profile_export_functions_redacted(const sp_profile_export_t *pe);

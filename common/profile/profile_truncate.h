@@ -38,24 +38,43 @@
 
 /* A copy of p in out (allocated in a; p's strings are shared) with the
  * `keep` most-sampled entries of p (ties: the earlier first), in p's order,
- * then, when any is left, one "[truncated]" sample counting all the others;
- * the tables hold only what the copy uses. *merged: the entries and samples
- * merged (both 0 when keep >= p->nsamples: out is then p itself). 0, or -1
- * on allocation failure or indices out of range. */
+ * then, when any is left, one "[truncated]" sample counting all the others
+ * (their count, cpu_ns and off_cpu_ns summed); the tables hold only what
+ * the copy uses. *merged: the entries and samples merged (both 0 when
+ * keep >= p->nsamples: out is then p itself). 0, or -1 on allocation
+ * failure or indices out of range. */
 int sp_profile_truncate(sp_arena_t *a, const sp_profile_t *p, size_t keep,
     sp_profile_t *out, size_t *merged_entries, int64_t *merged_samples);
+
+/* The same for n profiles that share their tables (the kinds of one build,
+ * profile_builder.h's sp_profile_builder_kind): out[i] keeps keep[i]
+ * entries of ps[i] (keep[i] >= ps[i].nsamples: all of them and no
+ * [truncated]), and the copies share one set of tables again (only what
+ * their kept entries use, one [truncated] frame), so that an encoder given
+ * them together writes each table entry once. When no profile loses an
+ * entry, out[i] = ps[i]. merged_entries[i] / merged_samples[i]: ps[i]'s.
+ * -1 also when the tables are not shared. */
+int sp_profile_truncate_n(sp_arena_t *a, const sp_profile_t *ps, size_t n,
+    const size_t *keep, sp_profile_t *out, size_t *merged_entries,
+    int64_t *merged_samples);
 
 /* An encoder: appends p's encoding to out (building in a); 0 or -1. */
 typedef int (*sp_profile_encoder_t)(void *ud, sp_arena_t *a,
     const sp_profile_t *p, sp_buf_t *out);
 
+/* An encoder of n profiles in one message (an OTLP request holds a
+ * Profile per type). */
+typedef int (*sp_profile_encoder_n_t)(void *ud, sp_arena_t *a,
+    const sp_profile_t *ps, size_t n, sp_buf_t *out);
+
 typedef struct {
-    size_t   entries, merged_entries;   /* of the profile; merged */
+    size_t   entries, merged_entries;   /* of the profile(s); merged */
     int64_t  samples, merged_samples;
     size_t   size;                      /* bytes of the first encoding (of
-                                         * the capped copy when
+                                         * the capped copies when
                                          * over_samples) */
-    int      over_samples;              /* entries > max_samples */
+    int      over_samples;              /* profiles with more entries than
+                                         * max_samples */
     int      over_size;                 /* an encoding > max_size */
 } sp_profile_truncation_t;
 
@@ -74,12 +93,23 @@ int sp_profile_encode_bounded(sp_arena_t *a, sp_arena_t *ta,
     sp_profile_encoder_t enc, void *ud, sp_buf_t *out,
     sp_profile_truncation_t *r);
 
+/* The same for n (at most SP_PROFILE_BOUNDED_MAX) profiles sharing their
+ * tables, encoded together: EACH profile is capped to max_samples
+ * samples, and the whole encoding to max_size bytes, every profile's
+ * entries cut in the same proportion (sp_profile_truncate_n) until it
+ * fits; r sums over the profiles. */
+#define SP_PROFILE_BOUNDED_MAX  8
+int sp_profile_encode_bounded_n(sp_arena_t *a, sp_arena_t *ta,
+    const sp_profile_t *ps, size_t n, size_t max_size, size_t max_samples,
+    sp_profile_encoder_n_t enc, void *ud, sp_buf_t *out,
+    sp_profile_truncation_t *r);
+
 /* This process's counts (any thread; relaxed). */
 typedef struct {
     uint64_t  profiles_truncated;   /* encodings over max_size, merged */
     uint64_t  samples_truncated;    /* samples merged into [truncated] */
     uint64_t  profiles_oversized;   /* not even all merged fitted: dropped */
-    uint64_t  profiles_over_max_samples; /* encodings over max_samples */
+    uint64_t  profiles_over_max_samples; /* profiles over max_samples */
 } sp_profile_truncate_stats_t;
 
 void sp_profile_truncate_stats(sp_profile_truncate_stats_t *st);

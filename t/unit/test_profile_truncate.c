@@ -524,6 +524,116 @@ test_capped(sp_arena_t *a, sp_arena_t *ta)
     sp_buf_free(&out);
 }
 
+/* ---- several profiles sharing their tables (an OTLP request's types) ----- */
+
+static int
+enc_otlp_n(void *ud, sp_arena_t *a, const sp_profile_t *ps, size_t n,
+    sp_buf_t *out)
+{
+    sp_otlp_profile_part_t  parts[2];
+    size_t                  i;
+
+    (void) ud;
+    for (i = 0; i < n; i++) {
+        parts[i].p = &ps[i];
+        parts[i].type = i == 0 ? SP_OTLP_PROFILE_CPU : SP_OTLP_PROFILE_WALL;
+    }
+    return sp_otlp_profiles_encode_n(a, parts, n, out);
+}
+
+static void
+test_bounded_n(sp_arena_t *a, sp_arena_t *ta)
+{
+    Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+                             *req;
+    Opentelemetry__Proto__Profiles__V1development__Profile  *pr;
+    sp_profile_t             two[2], q[2];
+    sp_profile_truncation_t  r;
+    sp_buf_t                 out;
+    size_t                   keep[2] = { 10, 1000 }, me[2], i, j, nfn;
+    int64_t                  ms[2], sum, off;
+
+    /* The first 100 entries as one profile, the other 300 (with off-CPU
+     * time) as another of the same tables, as sp_profile_builder_kind
+     * gives. */
+    for (i = 100; i < NENT; i++) {
+        samples[i].off_cpu_ns = samples[i].cpu_ns / 2;
+    }
+    two[0] = prof;
+    two[0].nsamples = 100;
+    two[1] = prof;
+    two[1].samples = samples + 100;
+    two[1].nsamples = NENT - 100;
+
+    ok(sp_profile_truncate_n(a, two, 2, keep, q, me, ms) == 0,
+       "truncate_n: 10 of the first, all of the second");
+    ok(q[0].nsamples == 11 && q[1].nsamples == NENT - 100 && me[0] == 90
+       && me[1] == 0, "11 and %zu samples; 90 and 0 merged", q[1].nsamples);
+    ok(q[0].locations == q[1].locations && q[0].functions == q[1].functions
+       && q[0].locs == q[1].locs && q[0].timestamps == q[1].timestamps,
+       "the copies share one set of tables");
+    nfn = 0;
+    for (i = 0; i < q[0].nfunctions; i++) {
+        nfn += strcmp(q[0].functions[i].name,
+                      SP_PROFILE_TRUNCATED_FUNCTION) == 0;
+    }
+    ok(nfn == 1, "one [truncated] function in them");
+    sp_arena_reset(a);
+
+    keep[0] = 1000;
+    keep[1] = 5;
+    ok(sp_profile_truncate_n(a, two, 2, keep, q, me, ms) == 0
+       && q[1].nsamples == 6, "truncate_n: 5 of the second");
+    off = 0;
+    sum = 0;
+    for (i = 0; i < q[1].nsamples; i++) {
+        off += q[1].samples[i].off_cpu_ns;
+    }
+    for (i = 100; i < NENT; i++) {
+        sum += samples[i].off_cpu_ns;
+    }
+    ok(off == sum, "off-CPU time kept through [truncated]: %lld == %lld",
+       (long long) off, (long long) sum);
+    sp_arena_reset(a);
+
+    two[1].functions = functions + 1;
+    ok(sp_profile_truncate_n(a, two, 2, keep, q, me, ms) == -1,
+       "tables not shared: refused");
+    two[1].functions = functions;
+    sp_arena_reset(a);
+
+    /* max_samples caps EACH profile, max_size the whole request. */
+    sp_buf_init(&out);
+    is_int(sp_profile_encode_bounded_n(a, ta, two, 2, 0, 40, enc_otlp_n, NULL,
+                                       &out, &r), 0, "n: max_samples 40");
+    req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+        NULL, out.len, out.data);
+    ok(req != NULL, "the request decodes");
+    for (j = 0; req != NULL && j < 2; j++) {
+        pr = req->resource_profiles[0]->scope_profiles[0]->profiles[j];
+        ok(pr->n_samples == 40, "Profile %zu: 40 samples (%zu)", j,
+           pr->n_samples);
+    }
+    ok(r.over_samples == 2, "both over max_samples");
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+        req, NULL);
+
+    is_int(sp_profile_encode_bounded_n(a, ta, two, 2, 4096, 0, enc_otlp_n,
+                                       NULL, &out, &r), 0, "n: max_size 4k");
+    ok(out.len <= 4096 && r.over_size, "the whole request %zu <= 4096 bytes",
+       out.len);
+    req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+        NULL, out.len, out.data);
+    ok(req != NULL && req->resource_profiles[0]->scope_profiles[0]->n_profiles
+       == 2, "both Profiles in it");
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+        req, NULL);
+    for (i = 100; i < NENT; i++) {
+        samples[i].off_cpu_ns = 0;
+    }
+    sp_buf_free(&out);
+}
+
 int
 main(void)
 {
@@ -535,6 +645,7 @@ main(void)
     test_truncate(&a);
     test_bounded(&a, &ta);
     test_capped(&a, &ta);
+    test_bounded_n(&a, &ta);
     sp_arena_free(&a);
     sp_arena_free(&ta);
     return done_testing();
