@@ -169,7 +169,7 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
 void
 spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
-    int                         mi;
+    int                         mi, serving;
     uint8_t                     flags;
     const char                 *route;
     const spanprof_names_t     *names;
@@ -207,8 +207,12 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         return;
     }
 
-    /* Readers follow the pointer only: never rewrite an attached record. */
-    if (sp_thread_ctx_current() == ctx->record) {
+    /* Readers follow the pointer only: never rewrite an attached record.
+     * Attached here, it was made on this thread for this request, which
+     * turned the thread's wall timer on then. */
+    serving = ctx->profiled && ctx->record != NULL
+              && sp_thread_ctx_current() == ctx->record;
+    if (serving) {
         sp_thread_ctx_detach();
     }
     if (ctx->record == NULL) {
@@ -240,7 +244,9 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
     ctx->profiled = 1;
     sp_thread_ctx_attach(ctx->record);
-    spanprof_wall_serving(1);
+    if (!serving) {
+        spanprof_wall_serving(1);
+    }
 }
 
 
