@@ -87,6 +87,20 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
 
     dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
+    /* httpd merges every request's <Location> sections: those that only
+     * carry a route are a copy (what the fields below give when add sets
+     * nothing). */
+    if (add->route_only) {
+        *dc = *base;
+        if (!base->keep_set) {
+            dc->keep = SP_KEEP_RULES_DEFAULT;
+        }
+        dc->route_set = 1;
+        dc->route = add->route;
+        dc->names = add->names;
+        dc->route_only = 0;
+        return dc;
+    }
     if (add->trace != SPANPROF_UNSET) {
         dc->trace = add->trace;
         dc->trace_expr = add->trace_expr;
@@ -139,6 +153,7 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
         dc->route = base->route;
         dc->names = base->names;
     }
+    dc->route_only = 0;
     return dc;
 }
 
@@ -991,6 +1006,7 @@ spanprof_mark_routes(apr_pool_t *pconf, server_rec *s)
             dc = ap_get_module_config(sec[i], &spanprof_module);
             if (dc == NULL) {
                 dc = spanprof_create_dir_conf(pconf, cd->d);
+                dc->route_only = 1;
                 ap_set_module_config(sec[i], &spanprof_module, dc);
             }
             dc->route_set = 1;

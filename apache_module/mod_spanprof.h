@@ -145,6 +145,9 @@ typedef struct {
     int                  route_set;
     const char          *route;
     const spanprof_names_t  *names;        /* the route's; NULL: none */
+    /* Made for the route alone (no directive of ours in the section):
+     * merged as a copy of the base with this route. */
+    int                  route_only;
 } spanprof_dir_conf_t;
 
 /* The settings trace, propagate or profile (merged or a section's own). */
