@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 
 #include "httpd.h"
 #include "http_config.h"
@@ -24,6 +25,7 @@
 #include "ap_expr.h"
 #include "apr_optional_hooks.h"
 #include "apr_strings.h"
+#include "util_cfgtree.h"
 
 #include "mod_spanprof.h"
 #include "common/base/clock.h"
@@ -85,6 +87,20 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
 
     dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
+    /* httpd merges every request's <Location> sections: those that only
+     * carry a route are a copy (what the fields below give when add sets
+     * nothing). */
+    if (add->route_only) {
+        *dc = *base;
+        if (!base->keep_set) {
+            dc->keep = SP_KEEP_RULES_DEFAULT;
+        }
+        dc->route_set = 1;
+        dc->route = add->route;
+        dc->names = add->names;
+        dc->route_only = 0;
+        return dc;
+    }
     if (add->trace != SPANPROF_UNSET) {
         dc->trace = add->trace;
         dc->trace_expr = add->trace_expr;
@@ -131,10 +147,13 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
     if (add->route_set) {
         dc->route_set = 1;
         dc->route = add->route;
+        dc->names = add->names;
     } else {
         dc->route_set = base->route_set;
         dc->route = base->route;
+        dc->names = base->names;
     }
+    dc->route_only = 0;
     return dc;
 }
 
@@ -987,10 +1006,12 @@ spanprof_mark_routes(apr_pool_t *pconf, server_rec *s)
             dc = ap_get_module_config(sec[i], &spanprof_module);
             if (dc == NULL) {
                 dc = spanprof_create_dir_conf(pconf, cd->d);
+                dc->route_only = 1;
                 ap_set_module_config(sec[i], &spanprof_module, dc);
             }
             dc->route_set = 1;
             dc->route = (cd->r == NULL && !cd->d_is_fnmatch) ? cd->d : NULL;
+            dc->names = spanprof_names_make(pconf, dc->route);
         }
     }
 }
@@ -1073,6 +1094,22 @@ spanprof_mark_active(server_rec *s)
 }
 
 
+/* Whether a directive of the configuration (or a section's argument)
+ * names an OTEL_* variable: apr's tables ignore case, so does this. */
+static int
+spanprof_names_env(const ap_directive_t *d)
+{
+    for (; d != NULL; d = d->next) {
+        if ((d->args != NULL && strcasestr(d->args, "OTEL_") != NULL)
+            || spanprof_names_env(d->first_child))
+        {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
 static int
 spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     server_rec *s)
@@ -1088,6 +1125,7 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
         spanprof_mark_routes(pconf, s);
     }
     spanprof_mark_active(s);
+    spanprof_globals.env_named = spanprof_names_env(ap_conftree);
 
     /* OTEL_* variables fill what the directives left unset. */
     if ((spanprof_globals.used || sc->endpoint != NULL)
@@ -1205,7 +1243,7 @@ spanprof_translate_name(request_rec *r)
         return DECLINED;
     }
     ctx = spanprof_resolve(r);
-    spanprof_set_env(r, ctx);
+    spanprof_set_env_early(r, ctx);
     if (r->main == NULL) {
         spanprof_profile_request(r, ctx);
     }
@@ -1278,7 +1316,7 @@ spanprof_log_transaction(request_rec *r)
     if (ctx->logged) {
         return DECLINED;
     }
-    spanprof_set_env(r, ctx);
+    spanprof_set_env_early(r, ctx);
 
     /* This may run when the response's last bytes are written: on another
      * thread (event), or while this thread serves the next request of the

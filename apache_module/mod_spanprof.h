@@ -50,6 +50,21 @@
 
 #define SPANPROF_MAX_ATTEMPTS  8
 
+/* The standard methods (as OTel names them), then SPANPROF_OTHER for any
+ * other: an index into spanprof_names_t. */
+#define SPANPROF_NMETHODS  10
+#define SPANPROF_OTHER     (SPANPROF_NMETHODS - 1)
+
+/* The default span names of one route ("{method} {route}", "{method}"
+ * without one, "HTTP ..." for another method), made once when the
+ * configuration is read: a request's name is then a lookup, not a
+ * formatting (spanprof_span.c). */
+typedef struct {
+    const char  *name[SPANPROF_NMETHODS];
+    apr_size_t   len[SPANPROF_NMETHODS];
+    apr_size_t   route_len;
+} spanprof_names_t;
+
 
 /* Process-wide settings: only in the main server configuration (the
  * exporter and the sampler are one per child process). */
@@ -129,6 +144,10 @@ typedef struct {
      * configurations of <Location> sections; a regex one has none. */
     int                  route_set;
     const char          *route;
+    const spanprof_names_t  *names;        /* the route's; NULL: none */
+    /* Made for the route alone (no directive of ours in the section):
+     * merged as a copy of the base with this route. */
+    int                  route_only;
 } spanprof_dir_conf_t;
 
 /* The settings trace, propagate or profile (merged or a section's own). */
@@ -184,9 +203,8 @@ typedef struct {
 
     /* The labels of this request's CPU samples (OTEP 4947 record), and
      * the route and method its span name was made of, when whole: the
-     * span reuses it if they are still the request's. */
+     * record is kept if they are still the request's. */
     sp_thread_ctx_record_t  *record;            /* from sp_record_pool */
-    unsigned                 record_named:1;
     const char              *record_route;
     const char              *record_method;
     uint8_t                  record_flags;
@@ -208,6 +226,11 @@ typedef struct {
     const char          *trace_arg;        /* first OtelTrace not Off */
     const char          *trace_file;
     int                  trace_line;
+    /* Some directive names an OTEL_* variable (a log format, a header, a
+     * rewrite condition...): the variables are then set before the
+     * handler phase too (translate_name, log_transaction), not only at
+     * fixups for the handlers (CGI, SSI, FastCGI...). */
+    int                  env_named;
 } spanprof_globals_t;
 
 
@@ -252,6 +275,14 @@ const char *spanprof_set_propagation(cmd_parms *cmd, void *conf,
     const char *args);
 int spanprof_has_incoming_context(request_rec *r);
 void spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx);
+/* The variables for the phases before the handler's, if a directive can
+ * read them there. */
+#define spanprof_set_env_early(r, ctx)                                        \
+    do {                                                                      \
+        if (spanprof_globals.env_named) {                                     \
+            spanprof_set_env(r, ctx);                                         \
+        }                                                                     \
+    } while (0)
 request_rec *spanprof_last(request_rec *r);
 
 /* spanprof_env.c: OTEL_* variables as defaults of what the directives
@@ -263,10 +294,13 @@ void spanprof_register_expr_hooks(void);
 
 /* spanprof_span.c */
 void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
-/* The default span name, "{method} {route}", of r with the given route
- * into buf (SP_HTTP_SPAN_NAME_LEN bytes); returns its length. */
-apr_size_t spanprof_default_name(request_rec *r, const char *route,
-    char *buf, apr_size_t cap);
+/* The names of a route (NULL: none), from p; at configuration time. */
+const spanprof_names_t *spanprof_names_make(apr_pool_t *p,
+    const char *route);
+/* The names of the route of these settings. */
+const spanprof_names_t *spanprof_names(const spanprof_dir_conf_t *dc);
+/* r's method as an index into spanprof_names_t. */
+int spanprof_method_index(request_rec *r);
 const char *spanprof_route(request_rec *r);
 void spanprof_proxy_attempt(request_rec *r, const char *url);
 void spanprof_proxy_done(request_rec *r, int status);

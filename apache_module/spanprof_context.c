@@ -518,10 +518,16 @@ spanprof_set_env(request_rec *r, spanprof_ctx_t *ctx)
     if (ctx->env_r == r) {
         return;
     }
-    ctx->env_r = r;
-    if (apr_table_get(r->subprocess_env, "OTEL_SPAN_ID") != NULL) {
+    /* A subrequest's environment is a copy of its main request's, which
+     * may have them already; the original request's first time cannot
+     * (an internal redirect renames them REDIRECT_OTEL_*). */
+    if ((ctx->env_r != NULL || r != ctx->r)
+        && apr_table_get(r->subprocess_env, "OTEL_SPAN_ID") != NULL)
+    {
+        ctx->env_r = r;
         return;
     }
+    ctx->env_r = r;
     tp = spanprof_traceparent(ctx);
 
     /* trace id (32) NUL span id (16) NUL parent id (16 or 0) NUL */

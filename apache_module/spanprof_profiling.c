@@ -169,10 +169,10 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
 void
 spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
-    char                        name[SP_HTTP_SPAN_NAME_LEN];
-    apr_size_t                  len;
+    int                         mi, serving;
     uint8_t                     flags;
-    const char                 *route, *kept;
+    const char                 *route;
+    const spanprof_names_t     *names;
     const spanprof_dir_conf_t  *dc;
 
     if (!spanprof_sampling_on) {
@@ -207,8 +207,12 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         return;
     }
 
-    /* Readers follow the pointer only: never rewrite an attached record. */
-    if (sp_thread_ctx_current() == ctx->record) {
+    /* Readers follow the pointer only: never rewrite an attached record.
+     * Attached here, it was made on this thread for this request, which
+     * turned the thread's wall timer on then. */
+    serving = ctx->profiled && ctx->record != NULL
+              && sp_thread_ctx_current() == ctx->record;
+    if (serving) {
         sp_thread_ctx_detach();
     }
     if (ctx->record == NULL) {
@@ -226,13 +230,10 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         ctx->record->sp_wall_ns = 0;
         ctx->record->sp_off_cpu_ns = 0;
     }
-    len = spanprof_default_name(r, route, name, sizeof(name));
+    mi = spanprof_method_index(r);
+    names = spanprof_names(dc);
     sp_thread_ctx_record_init(ctx->record, ctx->trace_id, ctx->span_id,
-                              flags, name, len);
-    /* The span may reuse the name if the record holds all of it. */
-    ctx->record_named = len > 0
-        && sp_thread_ctx_record_span_name(ctx->record->attrs_data,
-               ctx->record->attrs_data_size, &kept) == len;
+                              flags, names->name[mi], names->len[mi]);
     ctx->record_route = route;
     ctx->record_method = r->method;
     ctx->record_flags = flags;
@@ -243,7 +244,9 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
     ctx->profiled = 1;
     sp_thread_ctx_attach(ctx->record);
-    spanprof_wall_serving(1);
+    if (!serving) {
+        spanprof_wall_serving(1);
+    }
 }
 
 

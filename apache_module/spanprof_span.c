@@ -33,17 +33,108 @@ spanprof_route(request_rec *r)
 }
 
 
-/* "{method} {route}", "{method}" without a route; "HTTP" for a method
- * that is not a standard one. Into the caller's buffer: no pool
- * allocation per request. */
-apr_size_t
-spanprof_default_name(request_rec *r, const char *route, char *buf,
-    apr_size_t cap)
-{
-    const char  *method = r->method ? r->method : "";
+/* The standard methods, in the order of spanprof_names_t, and the name of
+ * the others. */
+static const char *const  spanprof_methods[SPANPROF_NMETHODS] = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+    "PATCH", "HTTP"
+};
+static const apr_size_t  spanprof_method_len[SPANPROF_NMETHODS] = {
+    3, 4, 4, 3, 6, 7, 7, 5, 5, 4
+};
 
-    return sp_http_span_name(buf, cap, method, strlen(method), route,
-                             route ? strlen(route) : 0);
+/* A request without a route is named by its method alone. */
+static const spanprof_names_t  spanprof_no_route = {
+    { "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+      "PATCH", "HTTP" },
+    { 3, 4, 4, 3, 6, 7, 7, 5, 5, 4 },
+    0
+};
+
+
+/* "{method} {route}" (sp_http_span_name's rules) for every method. */
+const spanprof_names_t *
+spanprof_names_make(apr_pool_t *p, const char *route)
+{
+    int                i;
+    char              *b;
+    spanprof_names_t  *n;
+
+    if (route == NULL || route[0] == '\0') {
+        return &spanprof_no_route;
+    }
+    n = apr_pcalloc(p, sizeof(spanprof_names_t));
+    n->route_len = strlen(route);
+    for (i = 0; i < SPANPROF_NMETHODS; i++) {
+        b = apr_palloc(p, SP_HTTP_SPAN_NAME_LEN);
+        n->len[i] = sp_http_span_name(b, SP_HTTP_SPAN_NAME_LEN,
+                                      spanprof_methods[i],
+                                      spanprof_method_len[i], route,
+                                      n->route_len);
+        n->name[i] = b;
+    }
+    return n;
+}
+
+
+const spanprof_names_t *
+spanprof_names(const spanprof_dir_conf_t *dc)
+{
+    return dc->route_set && dc->names != NULL ? dc->names
+                                              : &spanprof_no_route;
+}
+
+
+static APR_INLINE int
+spanprof_same(const char *a, const char *b)
+{
+    for (; *b != '\0'; a++, b++) {
+        if (*a != *b) {
+            return 0;
+        }
+    }
+    return *a == '\0';
+}
+
+
+/* httpd has parsed the method into r->method_number: that tells the
+ * standard method without comparing it to each of them (HEAD is M_GET);
+ * one compare confirms it (a module may have changed r->method). */
+int
+spanprof_method_index(request_rec *r)
+{
+    int          i;
+    const char  *m = r->method;
+
+    if (m == NULL) {
+        return SPANPROF_OTHER;
+    }
+    switch (r->method_number) {
+    case M_GET:
+        /* nearly every request: no loop */
+        if (m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && m[3] == '\0') {
+            return 0;
+        }
+        i = 1;
+        break;
+    case M_POST:    i = 2; break;
+    case M_PUT:     i = 3; break;
+    case M_DELETE:  i = 4; break;
+    case M_CONNECT: i = 5; break;
+    case M_OPTIONS: i = 6; break;
+    case M_TRACE:   i = 7; break;
+    case M_PATCH:   i = 8; break;
+    default:        i = SPANPROF_OTHER; break;
+    }
+    if (i != SPANPROF_OTHER && spanprof_same(m, spanprof_methods[i])) {
+        return i;
+    }
+    for (i = 0; i < SPANPROF_OTHER; i++) {
+        if (strcmp(m, spanprof_methods[i]) == 0) {
+            return i;
+        }
+    }
+    return SPANPROF_OTHER;
 }
 
 
@@ -69,10 +160,100 @@ spanprof_url_query(sp_span_t *s, const spanprof_dir_conf_t *dc, const char *q)
 }
 
 
-static void
-spanprof_server_address(request_rec *r, sp_span_t *s)
+/* The request headers the span reads. */
+typedef struct {
+    const char  *host;
+    const char  *user_agent;
+    const char  *content_length;
+} spanprof_headers_t;
+
+
+/* Header names compared inline, ignoring case (a strcasecmp() call costs
+ * about 50 instructions): each byte with 0x20 set against the lower-case
+ * letter or '-', which no other byte of a header name matches so. */
+#define SPANPROF_LC(k, i, c)  (((k)[i] | 0x20) == (c))
+
+static APR_INLINE int
+spanprof_is_host(const char *k)
 {
-    const char  *host, *p;
+    return SPANPROF_LC(k, 1, 'o') && SPANPROF_LC(k, 2, 's')
+           && SPANPROF_LC(k, 3, 't') && k[4] == '\0';
+}
+
+
+static APR_INLINE int
+spanprof_is_user_agent(const char *k)
+{
+    return SPANPROF_LC(k, 1, 's') && SPANPROF_LC(k, 2, 'e')
+           && SPANPROF_LC(k, 3, 'r') && k[4] == '-' && SPANPROF_LC(k, 5, 'a')
+           && SPANPROF_LC(k, 6, 'g') && SPANPROF_LC(k, 7, 'e')
+           && SPANPROF_LC(k, 8, 'n') && SPANPROF_LC(k, 9, 't')
+           && k[10] == '\0';
+}
+
+
+static APR_INLINE int
+spanprof_is_content_length(const char *k)
+{
+    return SPANPROF_LC(k, 1, 'o') && SPANPROF_LC(k, 2, 'n')
+           && SPANPROF_LC(k, 3, 't') && SPANPROF_LC(k, 4, 'e')
+           && SPANPROF_LC(k, 5, 'n') && SPANPROF_LC(k, 6, 't')
+           && k[7] == '-' && SPANPROF_LC(k, 8, 'l') && SPANPROF_LC(k, 9, 'e')
+           && SPANPROF_LC(k, 10, 'n') && SPANPROF_LC(k, 11, 'g')
+           && SPANPROF_LC(k, 12, 't') && SPANPROF_LC(k, 13, 'h')
+           && k[14] == '\0';
+}
+
+
+/* One pass over the request headers for the three the span reads, where
+ * apr_table_get() would walk them three times; each is the first of its
+ * name, as apr_table_get() gives. */
+static void
+spanprof_read_headers(request_rec *r, spanprof_headers_t *h)
+{
+    int                        i, n, left = 3;
+    const apr_table_entry_t   *e;
+    const apr_array_header_t  *a = apr_table_elts(r->headers_in);
+
+    h->host = h->user_agent = h->content_length = NULL;
+    e = (const apr_table_entry_t *) a->elts;
+    n = a->nelts;
+    for (i = 0; i < n && left > 0; i++) {
+        if (e[i].key == NULL || e[i].val == NULL) {
+            continue;
+        }
+        switch (e[i].key[0]) {
+        case 'H': case 'h':
+            if (h->host == NULL && spanprof_is_host(e[i].key)) {
+                h->host = e[i].val;
+                left--;
+            }
+            break;
+        case 'U': case 'u':
+            if (h->user_agent == NULL
+                && spanprof_is_user_agent(e[i].key))
+            {
+                h->user_agent = e[i].val;
+                left--;
+            }
+            break;
+        case 'C': case 'c':
+            if (h->content_length == NULL
+                && spanprof_is_content_length(e[i].key))
+            {
+                h->content_length = e[i].val;
+                left--;
+            }
+            break;
+        }
+    }
+}
+
+
+static void
+spanprof_server_address(request_rec *r, sp_span_t *s, const char *host)
+{
+    const char  *p;
     long         port;
 
     if (r->hostname != NULL && r->hostname[0] != '\0') {
@@ -83,7 +264,6 @@ spanprof_server_address(request_rec *r, sp_span_t *s)
 
     /* The port the client asked for in Host, else the one it connected to. */
     port = 0;
-    host = apr_table_get(r->headers_in, "Host");
     if (host != NULL) {
         p = host;
         if (*p == '[') {
@@ -143,11 +323,11 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
     char                        hex[2 * SP_SPAN_ID_LEN];
-    char                        name[SP_HTTP_SPAN_NAME_LEN];
-    const char                 *v, *q, *route, *err, *cl, *kept;
+    const char                 *v, *q, *route, *err;
     apr_off_t                   body;
-    apr_size_t                  len;
-    int                         i;
+    int                         i, mi;
+    spanprof_headers_t          h;
+    const spanprof_names_t     *names;
     request_rec                *last;
     spanprof_attr_t            *attr;
     const spanprof_dir_conf_t  *dc;
@@ -167,6 +347,9 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 
     route = spanprof_route(last);
 
+    mi = spanprof_method_index(r);
+    names = spanprof_names(dc);
+
     v = NULL;
     if (dc->span_name != NULL) {
         err = NULL;
@@ -175,22 +358,18 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
             v = NULL;
         }
     }
-    if (v == NULL && ctx->profiled && ctx->record_named
-        && ctx->record_route == route && ctx->record_method == r->method)
-    {
-        /* The name the samples' labels carry, made of the same parts. */
-        len = sp_thread_ctx_record_span_name(ctx->record->attrs_data,
-                                             ctx->record->attrs_data_size,
-                                             &kept);
-        sp_span_set_name(s, kept, len);
-    } else if (v == NULL) {
-        sp_span_set_name(s, name,
-                         spanprof_default_name(r, route, name, sizeof(name)));
+    if (v == NULL) {
+        sp_span_set_name(s, names->name[mi], names->len[mi]);
     } else {
         sp_span_set_name(s, v, strlen(v));
     }
 
-    sp_http_span_method(s, r->method, r->method ? strlen(r->method) : 0);
+    if (mi != SPANPROF_OTHER) {
+        sp_span_attr_cstr(s, "http.request.method", spanprof_methods[mi],
+                          spanprof_method_len[mi]);
+    } else {
+        sp_http_span_method(s, r->method, r->method ? strlen(r->method) : 0);
+    }
 
     /* The target as the client sent it, before any rewrite. */
     if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
@@ -210,12 +389,13 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     spanprof_attr_s(s, "url.scheme", v ? v : "http");
 
     if (route) {
-        spanprof_attr_s(s, "http.route", route);
+        sp_span_attr_cstr(s, "http.route", route, names->route_len);
     }
 
     sp_http_span_status(s, last->status);
 
-    spanprof_server_address(r, s);
+    spanprof_read_headers(r, &h);
+    spanprof_server_address(r, s, h.host);
 
     if (r->useragent_ip != NULL) {
         spanprof_attr_s(s, "client.address", r->useragent_ip);
@@ -228,13 +408,12 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 
     spanprof_protocol(r, s);
 
-    v = apr_table_get(r->headers_in, "User-Agent");
-    if (v != NULL) {
-        spanprof_attr_s(s, "user_agent.original", v);
+    if (h.user_agent != NULL) {
+        spanprof_attr_s(s, "user_agent.original", h.user_agent);
     }
 
-    cl = apr_table_get(r->headers_in, "Content-Length");
-    if (cl != NULL && apr_strtoff(&body, cl, NULL, 10) == APR_SUCCESS
+    if (h.content_length != NULL
+        && apr_strtoff(&body, h.content_length, NULL, 10) == APR_SUCCESS
         && body > 0)
     {
         sp_span_attr_cint(s, "http.request.body.size", body);

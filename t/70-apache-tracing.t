@@ -214,6 +214,36 @@ EOF
     $ap->stop;
 };
 
+# Before fixups the variables are set only when a directive names one,
+# in any case (apr's tables ignore it): here only a LogFormat does, in
+# lower case, and the requests end before fixups (Redirect, 403).
+subtest 'environment before fixups: named in lower case' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+LogFormat "%U %>s %{otel_trace_id}e %{Otel_Span_Id}e" lower
+CustomLog %%PREFIX%%/access.log lower
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    Redirect gone /early/gone
+    <Location /early/denied>
+        Require all denied
+    </Location>
+</VirtualHost>
+EOF
+    is http_get($ap->port, '/early/gone')->{status}, 410, 'Redirect gone';
+    is http_get($ap->port, '/early/denied')->{status}, 403, 'denied';
+    for my $path (qw(/early/gone /early/denied)) {
+        my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq $path });
+        ok $sv, "$path: SERVER span" or next;
+        my $log = $ap->access_log;
+        like $log, qr{^\Q$path\E \d+ $sv->{trace_id} $sv->{span_id}$}m, "$path: both ids in the log"
+            or diag $log;
+    }
+    $ap->stop;
+};
+
 # A <Location> of the main server applies to virtual hosts that set
 # nothing themselves: they are not taken for untraced.
 subtest 'a main-server section traces in a virtual host' => sub {
