@@ -327,6 +327,15 @@ subtest 'nginx: reloads and a reopen under load, cpu wall memory' => sub {
     ok $tot->{ok_h2} && $tot->{ok_keepalive} && $tot->{ok_new}, 'every kind of client was answered';
     is $tot->{bad}, 0, 'no request failed' or diag $tot->{first};
     check_counters($c, 'nginx');
+    if (($ENV{SPANPROF_SERVER_PRELOAD} // '') =~ /libasan/) {
+        # make test-sanitize: ASan's malloc is the process's, and the hooks
+        # are installed over it (sampling, not refusing)
+        my ($w) = $ngx->worker_pids;
+        open(my $m, '<', "/proc/$w/maps") or die "/proc/$w/maps: $!";
+        my $maps = do { local $/; <$m> };
+        ok $maps =~ /libasan\.so/ && $c->{memory_hooked_objects} > 0 && $c->{memory_samples} > 0,
+            'ASan in the workers, and the allocation hooks sample over its malloc';
+    }
 
     my $took = $ngx->quit(15);
     ok $took < 10, "quit in $took s";
