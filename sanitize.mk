@@ -76,20 +76,27 @@ sanitize: sanitize-nginx sanitize-apache
 # --- the run ------------------------------------------------------------------
 # nginx and Apache: propagation formats (12); nginx: propagation (10, 11),
 # export failures (41, 43), OTLP/gRPC (47), profiling (60-62),
-# keep rules (66), the control API (69); Apache: tracing and propagation
-# (70), export and its failures (71), profiling (72), sampling expressions
-# (77), the control API (79). The test-only burn modules are
-# the normal build's (fixtures, not under test).
+# keep rules (66), the control API (69), wall-clock profiling (90),
+# memory profiling (93); Apache: tracing and propagation (70), export and
+# its failures (71), profiling (72), sampling expressions (77), the control
+# API (79); both: reloads, reopen and graceful restarts under load with
+# cpu, wall and memory profiling (98). In the memory tests ASan owns malloc
+# (libasan first in LD_PRELOAD) and the allocation hooks wrap it: the GOT
+# slots of nginx, apache2 and their libraries point at libasan's malloc,
+# which dlsym(RTLD_DEFAULT) also returns, so the hooks call it as they
+# would call glibc's (libasan's own object is never patched). The
+# test-only burn modules are the normal build's (fixtures, not under
+# test).
 SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
                   t/12-propagation-formats.t \
                   t/41-export-failures.t t/43-shutdown-flush.t \
                   t/47-grpc-export.t \
                   t/60-profiling-single.t t/61-profiling-concurrency.t \
                   t/62-profiling-lifecycle.t t/66-profiling-keep.t \
-                  t/69-api.t \
+                  t/69-api.t t/90-profiling-wall.t t/93-profiling-memory.t \
                   t/70-apache-tracing.t t/71-apache-export.t \
                   t/72-apache-profiling.t t/77-apache-sampling.t \
-                  t/79-apache-api.t
+                  t/79-apache-api.t t/98-profiling-restarts.t
 
 # ASAN_OPTIONS and UBSAN_OPTIONS are read only by a sanitized process's
 # runtime, so they may reach every program the tests start; LD_PRELOAD goes

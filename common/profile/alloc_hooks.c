@@ -371,13 +371,102 @@ page_writable(const void *p)
     return w;
 }
 
+/* The mappings of the process, read once per scan or restore pass
+ * (reading /proc/self/maps for every slot cost a server child ~100 maps
+ * reads at its start and again at its exit: 0.1-0.3 s, which held up
+ * prefork's graceful restart by its 1 s maintenance cycle). Taken from
+ * inside dl_iterate_phdr, with the loader's list lock held, so no object
+ * we visit is unloaded before the pass ends, and:
+ *  - a page the snapshot shows read-only has finished loading (the loader
+ *    applies RELRO last, and nothing makes it writable again);
+ *  - a writable page outside its object's PT_GNU_RELRO range (a partial-
+ *    RELRO .got.plt) is never made read-only by the loader.
+ * Anything else (a RELRO page still writable: an object a concurrent
+ * dlopen() is relocating; a mapping made since) is asked again in
+ * /proc/self/maps at the moment of the write, as before. */
+#define MAPS_MAX  4096
+
+static struct {
+    uintptr_t  lo, hi;
+    int        w;
+} maps[MAPS_MAX];
+static size_t  maps_n;
+static int     maps_taken;
+
+static void
+maps_snapshot(void)
+{
+    FILE       *f;
+    char        line[512];
+    uintptr_t   lo, hi;
+    char        perms[5];
+
+    maps_n = 0;
+    maps_taken = 1;
+    f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        return;
+    }
+    while (maps_n < MAPS_MAX && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3) {
+            maps[maps_n].lo = lo;
+            maps[maps_n].hi = hi;
+            maps[maps_n].w = perms[1] == 'w';
+            maps_n++;
+        }
+    }
+    fclose(f);
+}
+
+/* The object's RELRO pages, as the loader protects them. */
+typedef struct {
+    uintptr_t  lo, hi;
+} relro_t;
+
+static void
+relro_of(const struct dl_phdr_info *info, relro_t *r)
+{
+    uintptr_t  page = (uintptr_t) sysconf(_SC_PAGESIZE), a;
+    int        i;
+
+    r->lo = r->hi = 0;
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+            a = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            r->lo = a & ~(page - 1);
+            r->hi = (a + info->dlpi_phdr[i].p_memsz) & ~(page - 1);
+        }
+    }
+}
+
+/* 1 writable, 0 read-only, -1 unknown (ask /proc/self/maps now). */
 static int
-set_slot(void **slot, void *value)
+snapshot_writable(const void *p, const relro_t *r)
+{
+    uintptr_t  a = (uintptr_t) p;
+    size_t     i;
+
+    for (i = 0; i < maps_n; i++) {
+        if (a >= maps[i].lo && a < maps[i].hi) {
+            if (!maps[i].w) {
+                return 0;
+            }
+            return a >= r->lo && a < r->hi ? -1 : 1;
+        }
+    }
+    return -1;
+}
+
+static int
+set_slot(void **slot, void *value, const relro_t *r)
 {
     long       page = sysconf(_SC_PAGESIZE);
     void      *pg = (void *) ((uintptr_t) slot & ~(uintptr_t) (page - 1));
-    int        w = page_writable(slot);
+    int        w = snapshot_writable(slot, r);
 
+    if (w < 0) {
+        w = page_writable(slot);
+    }
     if (w < 0) {
         return -1;
     }
@@ -442,6 +531,9 @@ patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rela,
     const char   *name;
     uintptr_t     base = info->dlpi_addr, span = 0;
     int           ph;
+    relro_t       relro;
+
+    relro_of(info, &relro);
 
     for (ph = 0; ph < info->dlpi_phnum; ph++) {
         if (info->dlpi_phdr[ph].p_type == PT_LOAD
@@ -499,7 +591,7 @@ patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rela,
         p->base = base;
         p->fn = fn;
         p->seen = 1;
-        if (set_slot(slot, hook_addr[fn]) != 0) {
+        if (set_slot(slot, hook_addr[fn], &relro) != 0) {
             atomic_fetch_add(&n_failures, 1);
             npatches--;
             if (p != &patches[npatches]) {
@@ -576,6 +668,9 @@ scan_cb(struct dl_phdr_info *info, size_t size, void *data)
         seen_adds = info->dlpi_adds;
         seen_subs = info->dlpi_subs;
     }
+    if (!maps_taken) {
+        maps_snapshot();
+    }
     if (skip_object(info) || read_dynamic(info, &d) != 0) {
         return 0;
     }
@@ -600,7 +695,9 @@ scan_locked(void)
         patches[i].seen = 0;
     }
     retry_deferred = 0;
+    maps_taken = 0;
     dl_iterate_phdr(scan_cb, &sc);
+    maps_n = 0;
     for (i = 0, j = 0; i < npatches; i++) {
         if (patches[i].seen) {
             patches[j++] = patches[i];
@@ -627,9 +724,14 @@ restore_cb(struct dl_phdr_info *info, size_t size, void *data)
     size_t     i;
     patch_t   *p;
     void      *cur;
+    relro_t    relro;
 
     /* The loader holds its lock while we are here: this object is mapped
      * and stays so until we return. */
+    if (!maps_taken) {
+        maps_snapshot();
+    }
+    relro_of(info, &relro);
     for (i = 0; i < npatches; i++) {
         p = &patches[i];
         if (p->base != info->dlpi_addr || p->seen) {
@@ -637,7 +739,7 @@ restore_cb(struct dl_phdr_info *info, size_t size, void *data)
         }
         p->seen = 1;
         cur = __atomic_load_n(p->slot, __ATOMIC_RELAXED);
-        if (cur == hook_addr[p->fn] && set_slot(p->slot, p->orig) != 0) {
+        if (cur == hook_addr[p->fn] && set_slot(p->slot, p->orig, &relro) != 0) {
             atomic_fetch_add(&n_failures, 1);
         }
     }
@@ -995,7 +1097,9 @@ sp_alloc_hooks_uninstall(unsigned wait_ms)
     for (i = 0; i < npatches; i++) {
         patches[i].seen = 0;
     }
+    maps_taken = 0;
     dl_iterate_phdr(restore_cb, NULL);
+    maps_n = 0;
     npatches = 0;
     seen_adds = seen_subs = ~0ull;
     pthread_mutex_unlock(&lock);

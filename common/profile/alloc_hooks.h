@@ -32,7 +32,7 @@
  * Write protection: with full RELRO (-z relro -z now, Debian's default for
  * both servers) the GOT is read-only after relocation; the page is made
  * writable for the store and put back as it was (read from
- * /proc/self/maps). A slot whose value is not yet relocated (an object a
+ * /proc/self/maps, once per pass over the objects). A slot whose value is not yet relocated (an object a
  * concurrent dlopen() is still relocating) is left for the next rescan.
  *
  * The hot path (an allocation that is not sampled) is one thread-local

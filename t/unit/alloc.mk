@@ -8,6 +8,7 @@
 #   build/unit/libspanprof_alloc.so  the hooks as a loadable object
 #   build/unit/test_alloc_hooks      hooks linked in: bytes, leaks, threads,
 #                                    every allocation function, fork
+#   build/unit/test_alloc_hooks_maps /proc/self/maps read once a pass
 #   build/unit/test_alloc_unload     dlopen/install/uninstall/dlclose of the
 #                                    hook object while threads allocate
 
@@ -38,3 +39,7 @@ $(BUILD)/unit/test_alloc_hooks: t/unit/test_alloc_hooks.c t/unit/tap.h $(ALLOC_S
 
 $(BUILD)/unit/test_alloc_unload: t/unit/test_alloc_unload.c t/unit/tap.h $(ALLOC_HDRS) $(ALLOC_VICTIM) $(ALLOC_HOOK_SO)
 	$(CC) $(ALLOC_CFLAGS) -It/unit -o $@ $< -lpthread
+
+# Full RELRO like the servers: every GOT slot on a read-only page.
+$(BUILD)/unit/test_alloc_hooks_maps: t/unit/test_alloc_hooks_maps.c t/unit/tap.h $(ALLOC_SRCS) $(ALLOC_HDRS) $(ALLOC_VICTIM)
+	$(CC) $(ALLOC_CFLAGS) -It/unit -Wl,-z,relro -Wl,-z,now -o $@ $< $(ALLOC_SRCS) -lunwind -lpthread -ldl
