@@ -38,7 +38,12 @@ static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
 #if (NGX_HTTP_V2)
 static void ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c);
 static void ngx_http_spanprof_h2_unhook(void);
-static void ngx_http_spanprof_h2_event(ngx_event_t *ev);
+static void ngx_http_spanprof_h2_event(ngx_event_t *ev, ngx_connection_t *c);
+
+/* The HTTP/2 connection whose parser is stepped in this event; the
+ * connection whose c->recv (or TLS handshake end) is wrapped in it. */
+static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
+static ngx_connection_t          *ngx_http_spanprof_h2_first;
 #endif
 
 
@@ -61,8 +66,15 @@ static sp_sampler_idle_t  *ngx_http_spanprof_idle;
 
 /* ---- which request an event belongs to ------------------------------------ */
 
-static ngx_http_request_t *
-ngx_http_spanprof_event_request(ngx_event_t *ev)
+/*
+ * The cycle's connections' events are known for certain: c->data is the
+ * request while one is active (requests start with their signature), else
+ * the HTTP (or HTTP/2) connection state. Other events (HTTP/2 streams' fake
+ * connections, module-owned events) name a connection whose event this is,
+ * or the request itself.
+ */
+static void
+ngx_http_spanprof_run_event(ngx_event_t *ev)
 {
     void              *data;
     ngx_uint_t         n;
@@ -72,7 +84,6 @@ ngx_http_spanprof_event_request(ngx_event_t *ev)
     cycle = (ngx_cycle_t *) ngx_cycle;
     n = cycle->connection_n;
 
-    /* Events of the cycle's connections are known for certain. */
     if (ev >= cycle->read_events && ev < cycle->read_events + n) {
         c = &cycle->connections[ev - cycle->read_events];
 
@@ -80,50 +91,36 @@ ngx_http_spanprof_event_request(ngx_event_t *ev)
         c = &cycle->connections[ev - cycle->write_events];
 
     } else {
-        /* HTTP/2 streams' fake connections and module-owned events: a
-         * connection whose event this is, or the request itself. */
+        c = NULL;
         data = ev->data;
-        if (data == NULL) {
-            return NULL;
-        }
-        c = data;
-        if (c->read != ev && c->write != ev) {
-            c = NULL;
-        }
-        if (c == NULL) {
-            return (*(uint32_t *) data == NGX_HTTP_MODULE) ? data : NULL;
+        if (data != NULL) {
+            c = data;
+            if (c->read != ev && c->write != ev) {
+                c = NULL;
+                if (*(uint32_t *) data == NGX_HTTP_MODULE) {
+                    ngx_http_spanprof_bind(data);
+                }
+            }
         }
     }
 
-    /* c->data is the request while one is active, else the HTTP (or
-     * HTTP/2) connection state; requests start with their signature. */
-    data = c->data;
-    if (data == NULL || *(uint32_t *) data != NGX_HTTP_MODULE) {
-        return NULL;
-    }
-    return data;
-}
-
-
-static void
-ngx_http_spanprof_run_event(ngx_event_t *ev)
-{
-    ngx_http_request_t  *r;
-
-    r = ngx_http_spanprof_event_request(ev);
-    if (r != NULL) {
-        ngx_http_spanprof_bind(r);
-    }
+    if (c != NULL && (data = c->data) != NULL) {
+        if (*(uint32_t *) data == NGX_HTTP_MODULE) {
+            ngx_http_spanprof_bind(data);
+        }
 #if (NGX_HTTP_V2)
-    else {
-        ngx_http_spanprof_h2_event(ev);
-    }
+        else if (c->fd != (ngx_socket_t) -1) {
+            ngx_http_spanprof_h2_event(ev, c);
+        }
 #endif
+    }
 
     ev->handler(ev);
 
 #if (NGX_HTTP_V2)
-    ngx_http_spanprof_h2_unhook();
+    if (ngx_http_spanprof_h2c != NULL || ngx_http_spanprof_h2_first != NULL) {
+        ngx_http_spanprof_h2_unhook();
+    }
 #endif
 
     /* Back to the event loop: no request runs now. */
@@ -248,12 +245,8 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
  * HTTP/2 read comes.
  */
 
-static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
 static ngx_connection_t          *ngx_http_spanprof_h2c_connection;
 static ngx_http_v2_handler_pt     ngx_http_spanprof_h2_next;
-
-/* The connection whose c->recv (or TLS handshake end) is wrapped now. */
-static ngx_connection_t          *ngx_http_spanprof_h2_first;
 static ngx_recv_pt                ngx_http_spanprof_h2_recv_next;
 #if (NGX_HTTP_SSL)
 static ngx_connection_handler_pt  ngx_http_spanprof_h2_ssl_next;
@@ -369,45 +362,31 @@ ngx_http_spanprof_h2_ssl_handler(ngx_connection_t *c)
 #endif
 
 
-/* Before an event handler runs: an HTTP/2 connection's parser is stepped;
- * an HTTP connection with no request yet may become one in it. */
+/* Before an event handler runs on a cycle connection with no request in
+ * c->data: an HTTP/2 connection's parser is stepped; an HTTP connection
+ * with no request yet may become one in this event. */
 static void
-ngx_http_spanprof_h2_event(ngx_event_t *ev)
+ngx_http_spanprof_h2_event(ngx_event_t *ev, ngx_connection_t *c)
 {
-    ngx_uint_t                 n;
-    ngx_cycle_t               *cycle;
-    ngx_connection_t          *c;
     ngx_http_v2_connection_t  *h2c;
 
-    cycle = (ngx_cycle_t *) ngx_cycle;
-    n = cycle->connection_n;
-    if (ev >= cycle->read_events && ev < cycle->read_events + n) {
-        c = &cycle->connections[ev - cycle->read_events];
-
-    } else if (ev >= cycle->write_events && ev < cycle->write_events + n) {
-        c = &cycle->connections[ev - cycle->write_events];
-
-    } else {
-        return;
-    }
-
-    /* An HTTP client connection whose data starts with its connection:
-     * HTTP/1's ngx_http_connection_t starts with a conf pointer. */
-    if (c->fd == (ngx_socket_t) -1 || c->listening == NULL
-        || c->listening->handler != ngx_http_init_connection
-        || c->data == NULL)
-    {
-        return;
-    }
+    /* HTTP/1's ngx_http_connection_t starts with a conf pointer, HTTP/2's
+     * state with its connection (so does a resolver's UDP connection:
+     * the listening socket tells). */
     h2c = c->data;
     if (h2c->connection == c) {
-        if (ev == c->read) {
+        if (ev == c->read && c->listening != NULL
+            && c->listening->handler == ngx_http_init_connection)
+        {
             ngx_http_spanprof_h2_hook(h2c);
         }
         return;
     }
 
-    if (c->requests != 0 || ngx_http_spanprof_h2_first != NULL) {
+    if (c->requests != 0 || ngx_http_spanprof_h2_first != NULL
+        || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection)
+    {
         return;
     }
 
@@ -964,11 +943,6 @@ static ngx_int_t
 ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_http_spanprof_bind(r);
-#if (NGX_THREADS)
-    if (ngx_http_spanprof_sampling) {
-        (void) ngx_http_spanprof_wrap_copy_filter(r);
-    }
-#endif
     return ngx_http_next_body_filter(r, in);
 }
 
@@ -992,12 +966,23 @@ static ngx_int_t
 ngx_http_spanprof_first_task_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_int_t                  rc;
+    ngx_output_chain_ctx_t    *octx;
     ngx_http_core_loc_conf_t  *clcf;
     ngx_http_spanprof_task_t  *t, **pt;
 
-    if (r->aio || !ngx_http_spanprof_sampling
-        || ngx_http_get_module_ctx(r, ngx_http_copy_filter_module) != NULL)
-    {
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+    if (octx != NULL) {
+        /* The next tasks: through our thread_handler. */
+        if (octx->thread_handler != NULL
+            && octx->thread_handler != ngx_http_spanprof_copy_thread_handler
+            && ngx_http_spanprof_sampling)
+        {
+            (void) ngx_http_spanprof_wrap_copy_filter(r);
+        }
+        return ngx_http_spanprof_next_top_body_filter(r, in);
+    }
+
+    if (r->aio || !ngx_http_spanprof_sampling) {
         return ngx_http_spanprof_next_top_body_filter(r, in);
     }
 
