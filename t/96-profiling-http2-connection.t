@@ -115,7 +115,10 @@ subtest 'each stream\'s handlers carry its span' => sub {
 my $REQ = qr/^(?:ngx_http_process_request|ngx_http_process_request_header|ngx_http_handler|ngx_http_core_run_phases|ngx_http_finalize_request|ngx_http_free_request|ngx_http_run_posted_requests|ngx_http_send_header|ngx_http_output_filter|ngx_http_v2_close_stream|ngx_http_request_body_save_filter|ngx_http_spanprof_request_body_filter|spanprof_burn_\w+)$/;
 
 subtest 'the connection\'s frame parsing carries no stream\'s span' => sub {
+    # (the request body's connection: its stream's own events, copying the
+    # body from nginx's static handlers, are checked below)
     my @conn = grep { has_frame($_, 'ngx_http_spanprof_run_event') && !has_frame($_, $REQ)
+        && $name->($_) ne 'POST /body'
         && !has_frame($_, qr/^(?:ngx_http_spanprof_expire_timers|sp_exporter_run)$/) } @s;
     my @labelled = grep { $name->($_) ne '' } @conn;
     my @hooked = grep { has_frame($_, 'ngx_http_spanprof_h2_state') } @conn;
@@ -126,9 +129,9 @@ subtest 'the connection\'s frame parsing carries no stream\'s span' => sub {
     ok $n->(@hooked_labelled) <= 0.03 * $n->(@hooked),
         $n->(@hooked_labelled) . ' of those labelled with a stream (<= 3%)' or diag stacks_summary(\@hooked_labelled, 10);
     # the connections' first reads (parsed inside the handler that makes
-    # them HTTP/2) are stepped too
-    ok $n->(@labelled) <= 0.03 * $n->(@conn),
-        $n->(@labelled) . ' of all connection samples labelled with a stream (<= 3%)' or diag stacks_summary(\@labelled, 10);
+    # them HTTP/2) are stepped too (not stepped: 10 to 42 samples here)
+    ok $n->(@labelled) <= 0.01 * $n->(@conn),
+        $n->(@labelled) . ' of all connection samples labelled with a stream (<= 1%)' or diag stacks_summary(\@labelled, 10);
 };
 
 subtest 'request body filters run from DATA frames carry the stream\'s span' => sub {
