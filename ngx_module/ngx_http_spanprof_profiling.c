@@ -470,17 +470,19 @@ ngx_http_spanprof_h2_unhook(void)
  * takes no sample.
  *
  * The copy filter's context exists after its first call only, and that
- * call posts the request's first read task already. So after our body
- * filter's first call for a request returns with a task posted
- * (r->aio set), the task (the context's thread_task, or the connection's
- * sendfile task) is swapped there: after the post. A pool thread reads
- * task->handler once, after taking the task off its queue; it sees either
- * nginx's handler (it took the task before the swap: the task runs
- * unwrapped, as before) or ours (the table entry is in place before the
- * swap). The task's completion handler, which runs on this thread, is
- * ours as well: it takes out an entry that no pool thread used and puts
- * nginx's task handler back, then runs nginx's with the request bound
- * (the request's code that continues after its read is its own).
+ * call posts the request's first read task already: our filter at the top
+ * of the chain (ngx_http_spanprof_first_task_filter) gets that task before
+ * its post in a location served by the "default" pool. Elsewhere, once
+ * that call returns with a task posted (r->aio set), the task (the
+ * context's thread_task, or the connection's sendfile task) is swapped
+ * after its post. A pool thread reads task->handler once, after taking the
+ * task off its queue; it sees either nginx's handler (it took the task
+ * before the swap: the task runs unwrapped) or ours (the table entry is in
+ * place before the swap). That task's completion handler, which runs on
+ * this thread, is ours as well: it takes out an entry that no pool thread
+ * used and puts nginx's task handler back, then runs nginx's with the
+ * request bound (the request's code that continues after its read is its
+ * own).
  *
  * task->ctx itself is never touched: nginx reads it while a task is in
  * flight (a duplicate sendfile call).
