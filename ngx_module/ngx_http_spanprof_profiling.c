@@ -38,12 +38,21 @@ static ngx_int_t ngx_http_spanprof_body_filter(ngx_http_request_t *r,
 #if (NGX_HTTP_V2)
 static void ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c);
 static void ngx_http_spanprof_h2_unhook(void);
-static ngx_http_v2_connection_t *ngx_http_spanprof_event_h2c(ngx_event_t *ev);
+static void ngx_http_spanprof_h2_event(ngx_event_t *ev, ngx_connection_t *c);
+
+/* The HTTP/2 connection whose parser is stepped in this event; the
+ * connection whose c->recv (or TLS handshake end) is wrapped in it. */
+static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
+static ngx_connection_t          *ngx_http_spanprof_h2_first;
 #endif
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
 static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+static ngx_http_request_body_filter_pt   ngx_http_next_request_body_filter;
+#if (NGX_THREADS)
+static ngx_http_output_body_filter_pt    ngx_http_spanprof_next_top_body_filter;
+#endif
 
 static ngx_int_t  (*ngx_http_spanprof_process_events_next)(
     ngx_cycle_t *cycle, ngx_msec_t timer, ngx_uint_t flags);
@@ -57,8 +66,15 @@ static sp_sampler_idle_t  *ngx_http_spanprof_idle;
 
 /* ---- which request an event belongs to ------------------------------------ */
 
-static ngx_http_request_t *
-ngx_http_spanprof_event_request(ngx_event_t *ev)
+/*
+ * The cycle's connections' events are known for certain: c->data is the
+ * request while one is active (requests start with their signature), else
+ * the HTTP (or HTTP/2) connection state. Other events (HTTP/2 streams' fake
+ * connections, module-owned events) name a connection whose event this is,
+ * or the request itself.
+ */
+static void
+ngx_http_spanprof_run_event(ngx_event_t *ev)
 {
     void              *data;
     ngx_uint_t         n;
@@ -68,7 +84,6 @@ ngx_http_spanprof_event_request(ngx_event_t *ev)
     cycle = (ngx_cycle_t *) ngx_cycle;
     n = cycle->connection_n;
 
-    /* Events of the cycle's connections are known for certain. */
     if (ev >= cycle->read_events && ev < cycle->read_events + n) {
         c = &cycle->connections[ev - cycle->read_events];
 
@@ -76,54 +91,36 @@ ngx_http_spanprof_event_request(ngx_event_t *ev)
         c = &cycle->connections[ev - cycle->write_events];
 
     } else {
-        /* HTTP/2 streams' fake connections and module-owned events: a
-         * connection whose event this is, or the request itself. */
+        c = NULL;
         data = ev->data;
-        if (data == NULL) {
-            return NULL;
-        }
-        c = data;
-        if (c->read != ev && c->write != ev) {
-            c = NULL;
-        }
-        if (c == NULL) {
-            return (*(uint32_t *) data == NGX_HTTP_MODULE) ? data : NULL;
+        if (data != NULL) {
+            c = data;
+            if (c->read != ev && c->write != ev) {
+                c = NULL;
+                if (*(uint32_t *) data == NGX_HTTP_MODULE) {
+                    ngx_http_spanprof_bind(data);
+                }
+            }
         }
     }
 
-    /* c->data is the request while one is active, else the HTTP (or
-     * HTTP/2) connection state; requests start with their signature. */
-    data = c->data;
-    if (data == NULL || *(uint32_t *) data != NGX_HTTP_MODULE) {
-        return NULL;
-    }
-    return data;
-}
-
-
-static void
-ngx_http_spanprof_run_event(ngx_event_t *ev)
-{
-    ngx_http_request_t  *r;
-
+    if (c != NULL && (data = c->data) != NULL) {
+        if (*(uint32_t *) data == NGX_HTTP_MODULE) {
+            ngx_http_spanprof_bind(data);
+        }
 #if (NGX_HTTP_V2)
-    ngx_http_v2_connection_t  *h2c;
+        else if (c->fd != (ngx_socket_t) -1) {
+            ngx_http_spanprof_h2_event(ev, c);
+        }
 #endif
-
-    r = ngx_http_spanprof_event_request(ev);
-    if (r != NULL) {
-        ngx_http_spanprof_bind(r);
     }
-#if (NGX_HTTP_V2)
-    else if ((h2c = ngx_http_spanprof_event_h2c(ev)) != NULL) {
-        ngx_http_spanprof_h2_hook(h2c);
-    }
-#endif
 
     ev->handler(ev);
 
 #if (NGX_HTTP_V2)
-    ngx_http_spanprof_h2_unhook();
+    if (ngx_http_spanprof_h2c != NULL || ngx_http_spanprof_h2_first != NULL) {
+        ngx_http_spanprof_h2_unhook();
+    }
 #endif
 
     /* Back to the event loop: no request runs now. */
@@ -226,21 +223,34 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
  * in one loop, h2c->state.handler(h2c, pos, end) per step, and calls a
  * stream's request code from some steps (a HEADERS frame runs its phases,
  * DATA feeds its body). That request code binds its labels (phase handler,
- * filters) and nothing unbinds them when it returns to the frame parser:
- * the next frames, HPACK, flow control would be sampled as that stream's.
- * So while one of our events runs on an HTTP/2 connection, its state
- * handler is replaced by ngx_http_spanprof_h2_state, which runs the real
- * one and clears the labels after it: the connection's own work is
- * unlabelled, a stream's handlers carry its span. The real handler is put
- * back when the event handler returns (if the connection still exists).
- * The connection's first read (preface, first HEADERS) happens inside the
- * HTTP/1 handler that detects HTTP/2: the hook is set then by the first
- * stream's filters.
+ * filters, request body filter) and nothing unbinds them when it returns
+ * to the frame parser: the next frames, HPACK, flow control would be
+ * sampled as that stream's. So while one of our events runs on an HTTP/2
+ * connection, its state handler is replaced by ngx_http_spanprof_h2_state,
+ * which runs the real one and clears the labels after it: the connection's
+ * own work is unlabelled, a stream's handlers carry its span. The real
+ * handler is put back when the event handler returns (if the connection
+ * still exists).
+ *
+ * A connection's first HTTP/2 read happens inside the event that made it
+ * HTTP/2 (ngx_http_v2_init, called by nginx's HTTP/1 or TLS handshake
+ * handler, sets the first state and then reads): for the events of an
+ * HTTP connection that has had no request yet, c->recv is wrapped for the
+ * event (and, during a TLS handshake, the handler that runs when it ends,
+ * which installs the wrapper on the TLS c->recv). The first read of the
+ * HTTP/2 handler comes through it: the parser is stepped from there on.
+ * nginx >= 1.25.1 first parses what its HTTP/1 handler read to detect the
+ * cleartext preface (client_header_buffer_size bytes) before it reads:
+ * those bytes are not stepped, and the wrapper clears the labels when the
+ * HTTP/2 read comes.
  */
 
-static ngx_http_v2_connection_t  *ngx_http_spanprof_h2c;
 static ngx_connection_t          *ngx_http_spanprof_h2c_connection;
 static ngx_http_v2_handler_pt     ngx_http_spanprof_h2_next;
+static ngx_recv_pt                ngx_http_spanprof_h2_recv_next;
+#if (NGX_HTTP_SSL)
+static ngx_connection_handler_pt  ngx_http_spanprof_h2_ssl_next;
+#endif
 
 
 static u_char *
@@ -293,11 +303,133 @@ ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c)
 }
 
 
+/* c->recv of a connection that may become HTTP/2 in this event. */
+static ssize_t
+ngx_http_spanprof_h2_first_recv(ngx_connection_t *c, u_char *buf,
+    size_t size)
+{
+    ngx_recv_pt                recv;
+    ngx_http_v2_connection_t  *h2c;
+
+    recv = ngx_http_spanprof_h2_recv_next;
+    if (c != ngx_http_spanprof_h2_first || recv == NULL) {
+        /* cannot happen: the wrapper is taken out at the event's end */
+        ngx_log_error(NGX_LOG_ALERT, c->log, 0,
+                      "spanprof: unknown connection read");
+        return NGX_ERROR;
+    }
+
+    h2c = c->data;
+    if (h2c != NULL && h2c->connection == c) {
+        /* HTTP/2's read handler: step its parser from here. */
+        c->recv = recv;
+        ngx_http_spanprof_h2_first = NULL;
+        ngx_http_spanprof_h2_recv_next = NULL;
+        ngx_http_spanprof_detach();
+        ngx_http_spanprof_h2_hook(h2c);
+    }
+
+    return recv(c, buf, size);
+}
+
+
+#if (NGX_HTTP_SSL)
+
+/* The TLS handshake ended (c->recv is the TLS one now): nginx's handler
+ * may start HTTP/2 and read. */
+static void
+ngx_http_spanprof_h2_ssl_handler(ngx_connection_t *c)
+{
+    ngx_connection_handler_pt  handler;
+
+    handler = ngx_http_spanprof_h2_ssl_next;
+    if (c != ngx_http_spanprof_h2_first || handler == NULL) {
+        ngx_log_error(NGX_LOG_ALERT, c->log, 0,
+                      "spanprof: unknown TLS handshake");
+        ngx_http_close_connection(c);
+        return;
+    }
+    c->ssl->handler = handler;
+    ngx_http_spanprof_h2_ssl_next = NULL;
+
+    if (c->recv != ngx_http_spanprof_h2_first_recv) {
+        ngx_http_spanprof_h2_recv_next = c->recv;
+        c->recv = ngx_http_spanprof_h2_first_recv;
+    }
+    handler(c);
+}
+
+#endif
+
+
+/* Before an event handler runs on a cycle connection with no request in
+ * c->data: an HTTP/2 connection's parser is stepped; an HTTP connection
+ * with no request yet may become one in this event. */
+static void
+ngx_http_spanprof_h2_event(ngx_event_t *ev, ngx_connection_t *c)
+{
+    ngx_http_v2_connection_t  *h2c;
+
+    /* HTTP/1's ngx_http_connection_t starts with a conf pointer, HTTP/2's
+     * state with its connection (so does a resolver's UDP connection:
+     * the listening socket tells). */
+    h2c = c->data;
+    if (h2c->connection == c) {
+        if (ev == c->read && c->listening != NULL
+            && c->listening->handler == ngx_http_init_connection)
+        {
+            ngx_http_spanprof_h2_hook(h2c);
+        }
+        return;
+    }
+
+    if (c->requests != 0 || ngx_http_spanprof_h2_first != NULL
+        || c->listening == NULL
+        || c->listening->handler != ngx_http_init_connection)
+    {
+        return;
+    }
+
+    /* No request yet (c->data is its ngx_http_connection_t): this event
+     * may start HTTP/2 and read its first frames. */
+    ngx_http_spanprof_h2_first = c;
+    ngx_http_spanprof_h2_recv_next = c->recv;
+    c->recv = ngx_http_spanprof_h2_first_recv;
+#if (NGX_HTTP_SSL)
+    if (c->ssl != NULL && !c->ssl->handshaked && c->ssl->handler != NULL) {
+        ngx_http_spanprof_h2_ssl_next = c->ssl->handler;
+        c->ssl->handler = ngx_http_spanprof_h2_ssl_handler;
+    }
+#endif
+}
+
+
 static void
 ngx_http_spanprof_h2_unhook(void)
 {
     ngx_connection_t          *c;
     ngx_http_v2_connection_t  *h2c;
+
+    c = ngx_http_spanprof_h2_first;
+    if (c != NULL) {
+        /* A closed connection stays in the cycle's array (zeroed when
+         * reused): its c->recv is put back all the same; its TLS state
+         * went with its pool. */
+        if (c->recv == ngx_http_spanprof_h2_first_recv) {
+            c->recv = ngx_http_spanprof_h2_recv_next;
+        }
+#if (NGX_HTTP_SSL)
+        if (ngx_http_spanprof_h2_ssl_next != NULL
+            && c->fd != (ngx_socket_t) -1 && c->ssl != NULL
+            && c->ssl->handler == ngx_http_spanprof_h2_ssl_handler)
+        {
+            c->ssl->handler = ngx_http_spanprof_h2_ssl_next;
+        }
+        ngx_http_spanprof_h2_ssl_next = NULL;
+#endif
+        ngx_http_spanprof_h2_first = NULL;
+        ngx_http_spanprof_h2_recv_next = NULL;
+    }
 
     h2c = ngx_http_spanprof_h2c;
     if (h2c == NULL) {
@@ -315,35 +447,6 @@ ngx_http_spanprof_h2_unhook(void)
     ngx_http_spanprof_h2c = NULL;
     ngx_http_spanprof_h2c_connection = NULL;
     ngx_http_spanprof_h2_next = NULL;
-}
-
-
-/* The HTTP/2 connection state of a cycle connection's read event. */
-static ngx_http_v2_connection_t *
-ngx_http_spanprof_event_h2c(ngx_event_t *ev)
-{
-    ngx_uint_t                 n;
-    ngx_cycle_t               *cycle;
-    ngx_connection_t          *c;
-    ngx_http_v2_connection_t  *h2c;
-
-    cycle = (ngx_cycle_t *) ngx_cycle;
-    n = cycle->connection_n;
-    if (ev < cycle->read_events || ev >= cycle->read_events + n) {
-        return NULL;
-    }
-    c = &cycle->connections[ev - cycle->read_events];
-
-    /* An HTTP client connection whose data starts with its connection:
-     * HTTP/1's ngx_http_connection_t starts with a conf pointer. */
-    if (c->fd == (ngx_socket_t) -1 || c->listening == NULL
-        || c->listening->handler != ngx_http_init_connection
-        || c->data == NULL)
-    {
-        return NULL;
-    }
-    h2c = c->data;
-    return h2c->connection == c ? h2c : NULL;
 }
 
 #endif
@@ -366,11 +469,23 @@ ngx_http_spanprof_event_h2c(ngx_event_t *ev)
  * thread's wall timer armed: an idle pool thread (waiting on its queue)
  * takes no sample.
  *
+ * The copy filter's context exists after its first call only, and that
+ * call posts the request's first read task already: our filter at the top
+ * of the chain (ngx_http_spanprof_first_task_filter) gets that task before
+ * its post in a location served by the "default" pool. Elsewhere, once
+ * that call returns with a task posted (r->aio set), the task (the
+ * context's thread_task, or the connection's sendfile task) is swapped
+ * after its post. A pool thread reads task->handler once, after taking the
+ * task off its queue; it sees either nginx's handler (it took the task
+ * before the swap: the task runs unwrapped) or ours (the table entry is in
+ * place before the swap). That task's completion handler, which runs on
+ * this thread, is ours as well: it takes out an entry that no pool thread
+ * used and puts nginx's task handler back, then runs nginx's with the
+ * request bound (the request's code that continues after its read is its
+ * own).
+ *
  * task->ctx itself is never touched: nginx reads it while a task is in
- * flight (a duplicate sendfile call); task->handler it reads only when
- * posting. The copy filter's context exists after its first call only, so
- * a request's first read task runs unwrapped (unsampled, or unlabelled on
- * a pool thread already registered).
+ * flight (a duplicate sendfile call).
  */
 
 typedef void (*ngx_http_spanprof_task_pt)(void *data, ngx_log_t *log);
@@ -388,14 +503,24 @@ struct ngx_http_spanprof_task_s {
 typedef ngx_int_t (*ngx_http_spanprof_thread_handler_pt)(
     ngx_thread_task_t *task, ngx_file_t *file);
 
-/* nginx's copy filter: no header declares it. */
+/* nginx's copy filter and thread pools: no header declares them. */
 extern ngx_module_t  ngx_http_copy_filter_module;
+extern ngx_module_t  ngx_thread_pool_module;
 
 static ngx_http_spanprof_thread_handler_pt  ngx_http_spanprof_copy_thread_next;
+/* The copy filter's completion handler (one for all its tasks). */
+static ngx_event_handler_pt                 ngx_http_spanprof_copy_event_next;
 
 static pthread_mutex_t            ngx_http_spanprof_tasks_lock =
     PTHREAD_MUTEX_INITIALIZER;
 static ngx_http_spanprof_task_t  *ngx_http_spanprof_tasks;
+
+/* The first read of a request in a location served by the "default" pool:
+ * see ngx_http_spanprof_first_task_filter. */
+static ngx_thread_pool_t         *ngx_http_spanprof_default_pool;
+static ngx_http_complex_value_t   ngx_http_spanprof_pool_cv;
+static ngx_http_core_loc_conf_t  *ngx_http_spanprof_pool_clcf;
+static ngx_http_spanprof_task_t  *ngx_http_spanprof_first_entry;
 
 /* The pool thread was registered with the sampler (0: not yet, -1: that
  * failed; it is not tried again). */
@@ -461,28 +586,55 @@ ngx_http_spanprof_task_run(void *data, ngx_log_t *log)
 }
 
 
-static ngx_int_t
-ngx_http_spanprof_copy_thread_handler(ngx_thread_task_t *task,
-    ngx_file_t *file)
+/* The task's completion, on the worker: see above. */
+static void
+ngx_http_spanprof_task_done(ngx_event_t *ev)
 {
-    ngx_int_t                  rc;
-    ngx_http_request_t        *r;
-    ngx_http_spanprof_ctx_t   *ctx;
+    ngx_thread_task_t         *task;
     ngx_http_spanprof_task_t  *t, **pt;
 
-    r = file->thread_ctx;
-
-    /* A task in flight (nginx tolerates a second sendfile call then), or
-     * one that is ours already: nginx's handler as is. */
-    if (r->aio || task->handler == ngx_http_spanprof_task_run
-        || !ngx_http_spanprof_sampling)
-    {
-        return ngx_http_spanprof_copy_thread_next(task, file);
+    if (ev->active) {
+        /* nginx >= 1.25's "took too long" timer: the task still runs;
+         * its completion comes here later. */
+        ngx_http_spanprof_copy_event_next(ev);
+        return;
     }
+    ev->handler = ngx_http_spanprof_copy_event_next;
+
+    task = (ngx_thread_task_t *) ((u_char *) ev
+                                  - offsetof(ngx_thread_task_t, event));
+    t = NULL;
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next) {
+        if ((*pt)->data == task->ctx) {
+            t = *pt;
+            *pt = t->next;
+            /* A pool thread took it before the swap and ran nginx's. */
+            task->handler = t->handler;
+            break;
+        }
+    }
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+    if (t != NULL) {
+        ngx_free(t);
+    }
+
+    ngx_http_spanprof_bind(ev->data);
+    ngx_http_spanprof_copy_event_next(ev);
+}
+
+
+/* Notes a task of r in the table and makes it run through
+ * ngx_http_spanprof_task_run: before its post, or (posted) after. */
+static ngx_http_spanprof_task_t *
+ngx_http_spanprof_task_wrap(ngx_http_request_t *r, ngx_thread_task_t *task)
+{
+    ngx_http_spanprof_ctx_t   *ctx;
+    ngx_http_spanprof_task_t  *t;
 
     t = ngx_alloc(sizeof(ngx_http_spanprof_task_t), r->connection->log);
     if (t == NULL) {
-        return ngx_http_spanprof_copy_thread_next(task, file);
+        return NULL;
     }
 
     ctx = ngx_http_get_module_ctx(r->main, ngx_http_spanprof_module);
@@ -496,50 +648,144 @@ ngx_http_spanprof_copy_thread_handler(ngx_thread_task_t *task,
     ngx_http_spanprof_tasks = t;
     (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
 
-    task->handler = ngx_http_spanprof_task_run;
+    /* A pool thread may read it now (a posted task): one store. */
+    __atomic_store_n(&task->handler, ngx_http_spanprof_task_run,
+                     __ATOMIC_RELEASE);
+    return t;
+}
+
+
+/* A posted task's completion handler: ours, if it is the copy filter's. */
+static void
+ngx_http_spanprof_task_wrap_done(ngx_thread_task_t *task)
+{
+    if (ngx_http_spanprof_copy_event_next == NULL) {
+        ngx_http_spanprof_copy_event_next = task->event.handler;
+
+    } else if (task->event.handler != ngx_http_spanprof_copy_event_next) {
+        return;
+    }
+    task->event.handler = ngx_http_spanprof_task_done;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_copy_thread_handler(ngx_thread_task_t *task,
+    ngx_file_t *file)
+{
+    ngx_int_t                  rc;
+    ngx_http_request_t        *r;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    r = file->thread_ctx;
+
+    /* A task in flight (nginx tolerates a second sendfile call then), or
+     * one that is ours already: nginx's handler as is. */
+    if (r->aio || task->handler == ngx_http_spanprof_task_run
+        || !ngx_http_spanprof_sampling)
+    {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
+
+    t = ngx_http_spanprof_task_wrap(r, task);
+    if (t == NULL) {
+        return ngx_http_spanprof_copy_thread_next(task, file);
+    }
 
     rc = ngx_http_spanprof_copy_thread_next(task, file);
 
-    if (rc != NGX_OK || !r->aio) {
-        /* Not posted (an error, or nothing to do): undo, unless a pool
-         * thread took it already. */
-        (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
-        for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next)
-        {
-            if (*pt == t) {
-                *pt = t->next;
-                task->handler = t->handler;
-                ngx_free(t);
-                break;
-            }
-        }
-        (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+    if (rc == NGX_OK && r->aio) {
+        ngx_http_spanprof_task_wrap_done(task);
+        return rc;
     }
+
+    /* Not posted (an error, or nothing to do): undo, unless a pool thread
+     * took it already. */
+    (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+    for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next) {
+        if (*pt == t) {
+            *pt = t->next;
+            task->handler = t->handler;
+            ngx_free(t);
+            break;
+        }
+    }
+    (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
 
     return rc;
 }
 
 
 /* Puts our thread_handler into the request's copy filter context, once it
- * exists (its first call made it). */
-static void
+ * exists (its first call made it). 0: there is no context yet. */
+static ngx_flag_t
 ngx_http_spanprof_wrap_copy_filter(ngx_http_request_t *r)
 {
     ngx_output_chain_ctx_t  *octx;
 
     octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
-    if (octx == NULL || octx->thread_handler == NULL
+    if (octx == NULL) {
+        return 0;
+    }
+    if (octx->thread_handler == NULL
         || octx->thread_handler == ngx_http_spanprof_copy_thread_handler)
     {
-        return;
+        return 1;
     }
     if (ngx_http_spanprof_copy_thread_next == NULL) {
         ngx_http_spanprof_copy_thread_next = octx->thread_handler;
 
     } else if (octx->thread_handler != ngx_http_spanprof_copy_thread_next) {
-        return;     /* another module's: left alone */
+        return 1;   /* another module's: left alone */
     }
     octx->thread_handler = ngx_http_spanprof_copy_thread_handler;
+    return 1;
+}
+
+
+/* After the copy filter's first call for r posted a task (its first read,
+ * or a sendfile in threads): that task, swapped after its post. */
+static void
+ngx_http_spanprof_wrap_first_task(ngx_http_request_t *r)
+{
+    ngx_uint_t               i;
+    ngx_connection_t        *c;
+    ngx_thread_task_t       *task, *tasks[3];
+    ngx_output_chain_ctx_t  *octx;
+
+    if (!ngx_http_spanprof_wrap_copy_filter(r)) {
+        return;
+    }
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+    if (octx->thread_handler != ngx_http_spanprof_copy_thread_handler) {
+        return;     /* not nginx's copy thread handler: not its tasks */
+    }
+
+    c = r->connection;
+    tasks[0] = octx->thread_task;
+    tasks[1] = c->sendfile_task;
+    tasks[2] = NULL;
+#if (NGX_HTTP_V2)
+    if (r->stream != NULL) {
+        tasks[2] = r->stream->connection->connection->sendfile_task;
+    }
+#endif
+
+    for (i = 0; i < 3; i++) {
+        task = tasks[i];
+        /* Posted (active until its completion runs, on this thread) by
+         * the copy filter for r. */
+        if (task != NULL && task->event.active && task->event.data == r
+            && task->handler != ngx_http_spanprof_task_run
+            && (ngx_http_spanprof_copy_event_next == NULL
+                || task->event.handler == ngx_http_spanprof_copy_event_next))
+        {
+            if (ngx_http_spanprof_task_wrap(r, task) != NULL) {
+                ngx_http_spanprof_task_wrap_done(task);
+            }
+            return;
+        }
+    }
 }
 
 #endif
@@ -699,12 +945,191 @@ static ngx_int_t
 ngx_http_spanprof_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_http_spanprof_bind(r);
-#if (NGX_THREADS)
-    if (ngx_http_spanprof_sampling) {
-        ngx_http_spanprof_wrap_copy_filter(r);
-    }
-#endif
     return ngx_http_next_body_filter(r, in);
+}
+
+
+#if (NGX_THREADS)
+
+/*
+ * At the top of the body filter chain (set in each worker that has thread
+ * pools), above the copy filter, which our body filter is below: the copy
+ * filter's first call for a request creates its context and may post the
+ * first read task at once. nginx's copy thread handler takes the location's
+ * pool (clcf->thread_pool), or, if it has none, evaluates the location's
+ * pool name (clcf->thread_pool_value) before it posts the task. For that one
+ * call, a location served by the "default" pool gets no pool and our name,
+ * a variable whose handler puts the location back, finds the task that is
+ * about to be posted (task->handler set, not posted yet) and swaps it, and
+ * answers "default". Other pools: the task is swapped after its post
+ * (ngx_http_spanprof_wrap_first_task).
+ */
+static ngx_int_t
+ngx_http_spanprof_first_task_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_int_t                  rc;
+    ngx_output_chain_ctx_t    *octx;
+    ngx_http_core_loc_conf_t  *clcf;
+    ngx_http_spanprof_task_t  *t, **pt;
+
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+    if (octx != NULL) {
+        /* The next tasks: through our thread_handler. */
+        if (octx->thread_handler != NULL
+            && octx->thread_handler != ngx_http_spanprof_copy_thread_handler
+            && ngx_http_spanprof_sampling)
+        {
+            (void) ngx_http_spanprof_wrap_copy_filter(r);
+        }
+        return ngx_http_spanprof_next_top_body_filter(r, in);
+    }
+
+    if (r->aio || !ngx_http_spanprof_sampling) {
+        return ngx_http_spanprof_next_top_body_filter(r, in);
+    }
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (clcf->aio != NGX_HTTP_AIO_THREADS || clcf->thread_pool == NULL
+        || clcf->thread_pool != ngx_http_spanprof_default_pool
+        || ngx_http_spanprof_pool_cv.lengths == NULL)
+    {
+        rc = ngx_http_spanprof_next_top_body_filter(r, in);
+        if (r->aio) {
+            ngx_http_spanprof_wrap_first_task(r);
+        }
+        return rc;
+    }
+
+    ngx_http_spanprof_pool_clcf = clcf;
+    ngx_http_spanprof_first_entry = NULL;
+    clcf->thread_pool_value = &ngx_http_spanprof_pool_cv;
+    clcf->thread_pool = NULL;
+
+    rc = ngx_http_spanprof_next_top_body_filter(r, in);
+
+    if (ngx_http_spanprof_pool_clcf != NULL) {
+        /* No task was posted: the location as it was. */
+        clcf->thread_pool = ngx_http_spanprof_default_pool;
+        clcf->thread_pool_value = NULL;
+        ngx_http_spanprof_pool_clcf = NULL;
+    }
+
+    t = ngx_http_spanprof_first_entry;
+    ngx_http_spanprof_first_entry = NULL;
+    if (t != NULL && !r->aio) {
+        /* Swapped, then not posted (an error): undo, unless a pool thread
+         * took it. */
+        (void) pthread_mutex_lock(&ngx_http_spanprof_tasks_lock);
+        for (pt = &ngx_http_spanprof_tasks; *pt != NULL; pt = &(*pt)->next) {
+            if (*pt == t) {
+                *pt = t->next;
+                t->task->handler = t->handler;
+                ngx_free(t);
+                break;
+            }
+        }
+        (void) pthread_mutex_unlock(&ngx_http_spanprof_tasks_lock);
+    }
+
+    return rc;
+}
+
+
+/* $spanprof_internal_thread_pool: see above. */
+static ngx_int_t
+ngx_http_spanprof_pool_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_thread_task_t         *task;
+    ngx_output_chain_ctx_t    *octx;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_spanprof_pool_clcf;
+    if (clcf != NULL) {
+        clcf->thread_pool = ngx_http_spanprof_default_pool;
+        clcf->thread_pool_value = NULL;
+        ngx_http_spanprof_pool_clcf = NULL;
+    }
+
+    v->data = (u_char *) "default";
+    v->len = sizeof("default") - 1;
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    /* The copy filter's context exists; its thread_handler becomes ours
+     * for the next tasks. The task being posted: a read of its first
+     * buffer (its file's task), or a sendfile. */
+    if (clcf == NULL || !ngx_http_spanprof_wrap_copy_filter(r)) {
+        return NGX_OK;
+    }
+    octx = ngx_http_get_module_ctx(r, ngx_http_copy_filter_module);
+
+    task = NULL;
+    if (octx->in != NULL && octx->in->buf->in_file
+        && octx->in->buf->file != NULL)
+    {
+        task = octx->in->buf->file->thread_task;
+    }
+    if (task == NULL || task->event.active) {
+        task = r->connection->sendfile_task;
+#if (NGX_HTTP_V2)
+        if (r->stream != NULL) {
+            task = r->stream->connection->connection->sendfile_task;
+        }
+#endif
+    }
+    if (task != NULL && !task->event.active
+        && task->handler != ngx_http_spanprof_task_run)
+    {
+        ngx_http_spanprof_first_entry = ngx_http_spanprof_task_wrap(r, task);
+    }
+    return NGX_OK;
+}
+
+
+/* Compiles our pool name: at the http block's postconfiguration. */
+static ngx_int_t
+ngx_http_spanprof_pool_variable_init(ngx_conf_t *cf)
+{
+    ngx_str_t                          name = ngx_string(
+                                           "spanprof_internal_thread_pool");
+    ngx_str_t                          value = ngx_string(
+                                           "$spanprof_internal_thread_pool");
+    ngx_http_variable_t               *var;
+    ngx_http_compile_complex_value_t   ccv;
+
+    ngx_memzero(&ngx_http_spanprof_pool_cv, sizeof(ngx_http_complex_value_t));
+
+    var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    if (var == NULL) {
+        return NGX_ERROR;
+    }
+    var->get_handler = ngx_http_spanprof_pool_variable;
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = &value;
+    ccv.complex_value = &ngx_http_spanprof_pool_cv;
+
+    return ngx_http_compile_complex_value(&ccv);
+}
+
+#endif
+
+
+/* A request body's filters run for its stream from the HTTP/2 frame
+ * parser (a DATA frame that fills the body buffer), not from a request
+ * event: bind first. At the top of the chain (set in each worker, after
+ * every module's postconfiguration), so that other modules' request body
+ * filters are labelled too. */
+static ngx_int_t
+ngx_http_spanprof_request_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in)
+{
+    ngx_http_spanprof_bind(r);
+    return ngx_http_next_request_body_filter(r, in);
 }
 
 
@@ -752,6 +1177,12 @@ ngx_http_spanprof_profiling_types(ngx_conf_t *cf, ngx_command_t *cmd,
 ngx_int_t
 ngx_http_spanprof_profiling_init(ngx_conf_t *cf)
 {
+#if (NGX_THREADS)
+    if (ngx_http_spanprof_pool_variable_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+#endif
+
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_spanprof_header_filter;
 
@@ -789,6 +1220,10 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
 {
     char               err[256];
     sp_sampler_conf_t  sc;
+#if (NGX_THREADS)
+    ngx_array_t       *pools;
+    ngx_str_t          default_pool = ngx_string("default");
+#endif
 
     ngx_memzero(&sc, sizeof(sc));
     sc.rate_hz = (unsigned) mcf->profiling_rate;
@@ -838,6 +1273,20 @@ ngx_http_spanprof_profiling_start(ngx_cycle_t *cycle,
     sp_sampler_set_idle_wake(&ngx_event_timer_alarm);
     ngx_http_spanprof_process_events_next = ngx_event_actions.process_events;
     ngx_event_actions.process_events = ngx_http_spanprof_process_events;
+    ngx_http_next_request_body_filter = ngx_http_top_request_body_filter;
+    ngx_http_top_request_body_filter = ngx_http_spanprof_request_body_filter;
+#if (NGX_THREADS)
+    /* ngx_thread_pool.c's conf is { ngx_array_t pools; } (1.7.11 to
+     * 1.31): no pool, no task, and no filter call to pay for. */
+    pools = (ngx_array_t *) ngx_get_conf(cycle->conf_ctx,
+                                         ngx_thread_pool_module);
+    if (pools != NULL && pools->nelts > 0) {
+        ngx_http_spanprof_default_pool = ngx_thread_pool_get(cycle,
+                                                             &default_pool);
+        ngx_http_spanprof_next_top_body_filter = ngx_http_top_body_filter;
+        ngx_http_top_body_filter = ngx_http_spanprof_first_task_filter;
+    }
+#endif
     ngx_http_spanprof_sampling = 1;
 
     return NGX_OK;

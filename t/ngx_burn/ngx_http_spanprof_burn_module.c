@@ -26,6 +26,11 @@
  *       allocates <KB> in 16 KB blocks in spanprof_burn_leak() and never
  *       frees them, until the worker holds <max KB> (then it allocates
  *       nothing: the leak is bounded).
+ *   spanprof_burn_body <ms>;
+ *       reads the request body and answers when it is all read; a request
+ *       body filter of this module burns <ms> in
+ *       spanprof_burn_request_body() for each buffer of it that passes
+ *       (over HTTP/2, nginx runs the filters from a DATA frame).
  */
 
 #include <ngx_config.h>
@@ -48,6 +53,7 @@ typedef struct {
     ngx_uint_t   status;        /* spanprof_burn_status */
     size_t       alloc_kb;      /* spanprof_alloc, spanprof_leak */
     size_t       leak_max_kb;
+    ngx_msec_t   body_ms;       /* spanprof_burn_body */
 } ngx_http_spanprof_burn_loc_conf_t;
 
 
@@ -67,6 +73,8 @@ static char *ngx_http_spanprof_alloc(ngx_conf_t *cf, ngx_command_t *cmd,
 static void *ngx_http_spanprof_burn_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_spanprof_burn_merge_loc_conf(ngx_conf_t *cf,
     void *parent, void *child);
+static char *ngx_http_spanprof_burn_body(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_http_spanprof_burn_init(ngx_conf_t *cf);
 static void ngx_http_spanprof_burn_exit(ngx_cycle_t *cycle);
 
@@ -108,6 +116,13 @@ static ngx_command_t  ngx_http_spanprof_burn_commands[] = {
       0,
       NULL },
 
+    { ngx_string("spanprof_burn_body"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_spanprof_burn_body,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("spanprof_burn_status"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -144,6 +159,8 @@ ngx_module_t  ngx_http_spanprof_burn_module = {
     NGX_MODULE_V1_PADDING
 };
 
+
+static ngx_http_request_body_filter_pt  ngx_http_spanprof_burn_next_body;
 
 static volatile uint64_t  ngx_http_spanprof_burn_sink;
 static uint64_t           ngx_http_spanprof_spin_ns, ngx_http_spanprof_spins;
@@ -182,6 +199,20 @@ spanprof_burn_beta(ngx_msec_t ms)
     while (ngx_http_spanprof_cpu_ns() < end) {
         for (int i = 0; i < 5000; i++) {
             x = x * 2862933555777941757ULL + 3037000493ULL;
+        }
+        ngx_http_spanprof_burn_sink = x;
+    }
+}
+
+
+__attribute__((noinline)) void
+spanprof_burn_request_body(ngx_msec_t ms)
+{
+    uint64_t  end = ngx_http_spanprof_cpu_ns() + ms * 1000000, x = 5;
+
+    while (ngx_http_spanprof_cpu_ns() < end) {
+        for (int i = 0; i < 5000; i++) {
+            x = x * 3935559000370003845ULL + 2691343689449507681ULL;
         }
         ngx_http_spanprof_burn_sink = x;
     }
@@ -483,6 +514,69 @@ ngx_http_spanprof_alloc(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+static void
+ngx_http_spanprof_burn_body_done(ngx_http_request_t *r)
+{
+    ngx_http_finalize_request(r, ngx_http_spanprof_burn_respond(r));
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_burn_body_handler(ngx_http_request_t *r)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_http_read_client_request_body(r,
+                                           ngx_http_spanprof_burn_body_done);
+    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        return rc;
+    }
+    return NGX_DONE;
+}
+
+
+static ngx_int_t
+ngx_http_spanprof_burn_request_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in)
+{
+    ngx_chain_t                        *cl;
+    ngx_http_spanprof_burn_loc_conf_t  *lcf;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_burn_module);
+    if (lcf->body_ms) {
+        for (cl = in; cl != NULL; cl = cl->next) {
+            if (ngx_buf_size(cl->buf) > 0) {
+                spanprof_burn_request_body(lcf->body_ms);
+            }
+        }
+    }
+    return ngx_http_spanprof_burn_next_body(r, in);
+}
+
+
+static char *
+ngx_http_spanprof_burn_body(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_spanprof_burn_loc_conf_t *lcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_int_t                  n;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    value = cf->args->elts;
+    n = ngx_atoi(value[1].data, value[1].len);
+    if (n <= 0) {
+        return "takes a positive number of milliseconds";
+    }
+    lcf->body_ms = n;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_spanprof_burn_body_handler;
+
+    return NGX_CONF_OK;
+}
+
+
 static ngx_int_t
 ngx_http_spanprof_burn_init(ngx_conf_t *cf)
 {
@@ -495,6 +589,10 @@ ngx_http_spanprof_burn_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
     *h = ngx_http_spanprof_spin_handler;
+
+    ngx_http_spanprof_burn_next_body = ngx_http_top_request_body_filter;
+    ngx_http_top_request_body_filter =
+        ngx_http_spanprof_burn_request_body_filter;
 
     return NGX_OK;
 }
