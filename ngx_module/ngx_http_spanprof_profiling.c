@@ -303,6 +303,41 @@ ngx_http_spanprof_h2_hook(ngx_http_v2_connection_t *h2c)
 }
 
 
+#if (nginx_version >= 1025001)
+
+/* nginx >= 1.25.1 detects cleartext HTTP/2 from what its HTTP/1 handler
+ * read first, and ngx_http_v2_init parses all of those bytes before its
+ * own first read: frames there would not be stepped (a stream run from
+ * them would keep its labels over the next frames). On a cleartext
+ * listener where HTTP/2 may start, the HTTP/1 handler's first read is cut
+ * to the preface's length: nginx takes a short read in its stride (a
+ * partial preface waits for more), HTTP/2 then parses only the preface
+ * before its own read, and an HTTP/1 request reads the rest of its header
+ * with one more recv(). A PROXY protocol header must come in one read:
+ * left alone. */
+static size_t
+ngx_http_spanprof_h2_preface_size(ngx_connection_t *c, size_t size)
+{
+    ngx_http_connection_t    *hc;
+    ngx_http_v2_srv_conf_t   *h2scf;
+
+    hc = c->data;
+    if (size <= sizeof(NGX_HTTP_V2_PREFACE) - 1 || c->requests != 0
+        || hc->ssl || hc->proxy_protocol || c->buffer == NULL
+        || c->buffer->last != c->buffer->pos)
+    {
+        return size;
+    }
+    h2scf = ngx_http_get_module_srv_conf(hc->conf_ctx, ngx_http_v2_module);
+    if (!h2scf->enable && !hc->addr_conf->http2) {
+        return size;
+    }
+    return sizeof(NGX_HTTP_V2_PREFACE) - 1;
+}
+
+#endif
+
+
 /* c->recv of a connection that may become HTTP/2 in this event. */
 static ssize_t
 ngx_http_spanprof_h2_first_recv(ngx_connection_t *c, u_char *buf,
@@ -328,6 +363,11 @@ ngx_http_spanprof_h2_first_recv(ngx_connection_t *c, u_char *buf,
         ngx_http_spanprof_detach();
         ngx_http_spanprof_h2_hook(h2c);
     }
+#if (nginx_version >= 1025001)
+    else if (h2c != NULL && *(uint32_t *) h2c != NGX_HTTP_MODULE) {
+        size = ngx_http_spanprof_h2_preface_size(c, size);
+    }
+#endif
 
     return recv(c, buf, size);
 }
