@@ -208,6 +208,24 @@ sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     return 0;
 }
 
+sp_span_attrs_t
+sp_span_attrs_str_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    sp_span_attrs_close(s, a);
+    (void) sp_span_attr_str(s, SP_OWNER_SPAN, key, klen, val, vlen);
+    return sp_span_attrs_open(s);
+}
+
+sp_span_attrs_t
+sp_span_attrs_int_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
+    size_t klen, int64_t val)
+{
+    sp_span_attrs_close(s, a);
+    (void) sp_span_attr_int(s, SP_OWNER_SPAN, key, klen, val);
+    return sp_span_attrs_open(s);
+}
+
 static const uint8_t *
 read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
