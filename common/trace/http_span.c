@@ -62,7 +62,7 @@ sp_http_span_name_known(char *buf, size_t cap, const char *known,
     sp_wire_copy((uint8_t *) buf, known, n);
     if (route != NULL && rlen > 0 && n + 1 + rlen <= cap) {
         buf[n++] = ' ';
-        memcpy(buf + n, route, rlen);
+        sp_wire_copy((uint8_t *) buf + n, route, rlen);
         n += rlen;
     }
     return n;
