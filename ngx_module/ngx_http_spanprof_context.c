@@ -449,11 +449,11 @@ ngx_http_spanprof_resolve(ngx_http_request_t *r)
         ngx_http_spanprof_extract(r, ctx, lcf);
     }
 
+    /* The span id, and the trace id of a trace that starts here. */
+    sp_ids_generate(ctx->has_parent ? NULL : ctx->trace_id, ctx->span_id);
     if (!ctx->has_parent) {
-        sp_trace_id_generate(ctx->trace_id);
         ctx->random = 1;
     }
-    sp_span_id_generate(ctx->span_id);
 
     ctx->sampled = ngx_http_spanprof_sampled(r, lcf);
 

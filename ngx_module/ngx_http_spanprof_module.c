@@ -481,8 +481,11 @@ ngx_http_spanprof_log_handler(ngx_http_request_t *r)
     }
 
     /* Requests finalized before the post-read phase (400s) get their
-     * context only now. */
-    ctx = ngx_http_spanprof_resolve(r);
+     * context only now; most have it decided since the rewrite phase. */
+    ctx = ngx_http_get_module_ctx(r, ngx_http_spanprof_module);
+    if (ctx == NULL || !ctx->resolved) {
+        ctx = ngx_http_spanprof_resolve(r);
+    }
     if (ctx == NULL || ctx->logged) {
         return NGX_OK;
     }

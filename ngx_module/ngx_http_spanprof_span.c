@@ -14,17 +14,48 @@
 #include "common/trace/span.h"
 
 
-#define ngx_http_spanprof_attr_str(s, key, v)                                 \
-    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, (const char *) (v)->data,         \
-                      (v)->len)
+#define ngx_http_spanprof_attrs_str(a, s, key, v)                            \
+    sp_span_attrs_cstr(a, s, key, (const char *) (v)->data, (v)->len)
 
 
 static ngx_str_t *ngx_http_spanprof_route(ngx_http_request_t *r);
 
 
+/* The standard method of r, as sp_http_known_method() names it, from the
+ * method nginx parsed: no string compares. Its length is
+ * r->method_name.len. */
+static const char *
+ngx_http_spanprof_known_method(ngx_http_request_t *r)
+{
+    switch (r->method) {
+    case NGX_HTTP_GET:
+        return "GET";
+    case NGX_HTTP_HEAD:
+        return "HEAD";
+    case NGX_HTTP_POST:
+        return "POST";
+    case NGX_HTTP_PUT:
+        return "PUT";
+    case NGX_HTTP_DELETE:
+        return "DELETE";
+    case NGX_HTTP_OPTIONS:
+        return "OPTIONS";
+    case NGX_HTTP_PATCH:
+        return "PATCH";
+    case NGX_HTTP_TRACE:
+        return "TRACE";
+    default:
+        /* CONNECT, and a request that ended before its method was
+         * parsed: by name. */
+        return sp_http_known_method((const char *) r->method_name.data,
+                                    r->method_name.len);
+    }
+}
+
+
 /* "{method} {route}", "{method}" without a route; "HTTP" for a method
- * that is not a standard one. Formatted into buf (the caller's stack):
- * no pool allocation per request. */
+ * that is not a standard one. Formatted into buf: no pool allocation per
+ * request. */
 size_t
 ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
     size_t cap)
@@ -33,11 +64,11 @@ ngx_http_spanprof_default_name(ngx_http_request_t *r, u_char *buf,
 
     route = ngx_http_spanprof_route(r);
 
-    return sp_http_span_name((char *) buf, cap,
-                             (const char *) r->method_name.data,
-                             r->method_name.len,
-                             route ? (const char *) route->data : NULL,
-                             route ? route->len : 0);
+    return sp_http_span_name_known((char *) buf, cap,
+                                   ngx_http_spanprof_known_method(r),
+                                   r->method_name.len,
+                                   route ? (const char *) route->data : NULL,
+                                   route ? route->len : 0);
 }
 
 
@@ -62,40 +93,65 @@ ngx_http_spanprof_route(ngx_http_request_t *r)
 }
 
 
-static void
-ngx_http_spanprof_server_name(ngx_http_request_t *r, sp_span_t *s)
+/* The port in Host: the digits after its ':' (nginx has checked the
+ * header's form; a "[v6]" literal without a port ends in ']'); 0 when
+ * there is none, or none from 1 to 65535. The ':' is where nginx ended the
+ * server name it took from Host (the same length when it lowercased a
+ * copy); else (a name with a trailing dot, or one from an absolute URI)
+ * the last one. */
+static ngx_int_t
+ngx_http_spanprof_host_port(ngx_http_request_t *r, ngx_str_t *host)
 {
-    u_char                    *p, *last;
+    u_char     *p, *last;
+    ngx_int_t   port;
+
+    last = host->data + host->len;
+    p = host->data + r->headers_in.server.len;
+    if (p >= last || *p != ':') {
+        for (p = last; p > host->data && p[-1] >= '0' && p[-1] <= '9'; p--) {
+            /* void */
+        }
+        if (p == host->data || p[-1] != ':') {
+            return 0;
+        }
+        p--;
+    }
+    p++;
+    if (p == last || last - p > 5) {
+        return 0;
+    }
+    for (port = 0; p < last; p++) {
+        if (*p < '0' || *p > '9') {
+            return 0;
+        }
+        port = port * 10 + (*p - '0');
+    }
+    return port <= 65535 ? port : 0;
+}
+
+
+static void
+ngx_http_spanprof_server_name(ngx_http_request_t *r, sp_span_t *s,
+    sp_span_attrs_t *a)
+{
     ngx_int_t                  port;
-    ngx_str_t                  host;
     ngx_http_core_srv_conf_t  *cscf;
 
     if (r->headers_in.server.len) {
-        ngx_http_spanprof_attr_str(s, "server.address", &r->headers_in.server);
+        ngx_http_spanprof_attrs_str(a, s, "server.address",
+                                    &r->headers_in.server);
     } else {
         cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
         if (cscf->server_name.len) {
-            ngx_http_spanprof_attr_str(s, "server.address",
-                                       &cscf->server_name);
+            ngx_http_spanprof_attrs_str(a, s, "server.address",
+                                        &cscf->server_name);
         }
     }
 
     /* The port the client asked for in Host, else the one it connected to. */
     port = 0;
     if (r->headers_in.host) {
-        host = r->headers_in.host->value;
-        last = host.data + host.len;
-        p = host.data;
-        if (host.len && host.data[0] == '[') {
-            p = ngx_strlchr(host.data, last, ']');
-            if (p == NULL) {
-                p = last;
-            }
-        }
-        p = ngx_strlchr(p, last, ':');
-        if (p != NULL && p + 1 < last) {
-            port = ngx_atoi(p + 1, last - p - 1);
-        }
+        port = ngx_http_spanprof_host_port(r, &r->headers_in.host->value);
     }
     if (port <= 0
         && ngx_connection_local_sockaddr(r->connection, NULL, 0) == NGX_OK)
@@ -103,47 +159,45 @@ ngx_http_spanprof_server_name(ngx_http_request_t *r, sp_span_t *s)
         port = ngx_inet_get_port(r->connection->local_sockaddr);
     }
     if (port > 0) {
-        sp_span_attr_cint(s, "server.port", port);
+        sp_span_attrs_cint(a, s, "server.port", port);
     }
 }
 
 
 static void
-ngx_http_spanprof_protocol(ngx_http_request_t *r, sp_span_t *s)
+ngx_http_spanprof_protocol(ngx_http_request_t *r, sp_span_t *s,
+    sp_span_attrs_t *a)
 {
-    const char  *v;
-
 #if (NGX_HTTP_V2)
     if (r->stream) {
-        sp_span_attr_cstr(s, "network.protocol.version", "2", 1);
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "2", 1);
         return;
     }
 #endif
 
     switch (r->http_version) {
     case NGX_HTTP_VERSION_9:
-        v = "0.9";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "0.9", 3);
         break;
     case NGX_HTTP_VERSION_10:
-        v = "1.0";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.0", 3);
         break;
     case NGX_HTTP_VERSION_11:
-        v = "1.1";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.1", 3);
         break;
     case NGX_HTTP_VERSION_20:
-        v = "2";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "2", 1);
         break;
 #ifdef NGX_HTTP_VERSION_30
     /* nginx 1.25+ (--with-http_v3_module); a QUIC stream's connection
      * carries the client's address, copied from the QUIC connection. */
     case NGX_HTTP_VERSION_30:
-        v = "3";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "3", 1);
         break;
 #endif
     default:
-        return;
+        break;
     }
-    sp_span_attr_cstr(s, "network.protocol.version", v, ngx_strlen(v));
 }
 
 
@@ -157,19 +211,23 @@ ngx_http_spanprof_status(ngx_http_request_t *r)
 }
 
 
+/* The SERVER span. Its name is made in place, and the module's own
+ * attributes are written as one row (span.h): the user's otel_span_attr
+ * ones come after them, and replace them by key. */
 static void
 ngx_http_spanprof_server_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t end_ns)
 {
     u_char                        *q;
+    char                          *place;
     u_char                         hex[2 * SP_SPAN_ID_LEN];
-    u_char                         name[SP_HTTP_SPAN_NAME_LEN];
     u_char                         qbuf[SP_SPAN_MAX_VALUE];
     off_t                          sent;
     size_t                         len;
-    const char                    *kept;
+    const char                    *kept, *known;
     ngx_str_t                      v, *route, path, query;
     ngx_uint_t                     i;
+    sp_span_attrs_t                a;
     ngx_http_spanprof_attr_t      *attr;
     ngx_http_spanprof_loc_conf_t  *lcf;
 
@@ -185,6 +243,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
     }
 
     route = ngx_http_spanprof_route(r);
+    known = ngx_http_spanprof_known_method(r);
 
     /* Name: otel_span_name, else "{method} {route}" as OTel's HTTP
      * conventions want it. */
@@ -206,13 +265,22 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         sp_span_set_name(s, kept, len);
 
     } else {
-        sp_span_set_name(s, (const char *) name,
-                         ngx_http_spanprof_default_name(r, name,
-                                                        sizeof(name)));
+        /* Written where the span keeps it (the text has room for it after
+         * a tracestate, which is at most SP_SPAN_MAX_VALUE). */
+        place = sp_span_name_place(s, SP_HTTP_SPAN_NAME_LEN);
+        if (place != NULL) {
+            sp_span_name_done(s, sp_http_span_name_known(place,
+                                   SP_HTTP_SPAN_NAME_LEN, known,
+                                   r->method_name.len,
+                                   route ? (const char *) route->data : NULL,
+                                   route ? route->len : 0));
+        }
     }
 
-    sp_http_span_method(s, (const char *) r->method_name.data,
-                        r->method_name.len);
+    a = sp_span_attrs_open(s);
+
+    sp_http_attrs_method(&a, s, known, (const char *) r->method_name.data,
+                         r->method_name.len);
 
     /* The target as the client sent it, before any rewrite. */
     if (r->unparsed_uri.len) {
@@ -225,7 +293,7 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
         } else {
             query.len = 0;
         }
-        ngx_http_spanprof_attr_str(s, "url.path", &path);
+        ngx_http_spanprof_attrs_str(&a, s, "url.path", &path);
         if (query.len) {
             len = query.len;
             query.data = (u_char *) sp_query_redact(&lcf->query_redact,
@@ -233,67 +301,72 @@ ngx_http_spanprof_server_span(ngx_http_request_t *r,
                                                     &len, (char *) qbuf,
                                                     sizeof(qbuf));
             query.len = len;
-            ngx_http_spanprof_attr_str(s, "url.query", &query);
+            ngx_http_spanprof_attrs_str(&a, s, "url.query", &query);
         }
     }
 
 #if (NGX_HTTP_SSL)
     if (r->connection->ssl) {
-        sp_span_attr_cstr(s, "url.scheme", "https", 5);
+        sp_span_attrs_cstr(&a, s, "url.scheme", "https", 5);
     } else
 #endif
     {
-        sp_span_attr_cstr(s, "url.scheme", "http", 4);
+        sp_span_attrs_cstr(&a, s, "url.scheme", "http", 4);
     }
 
     if (route) {
-        ngx_http_spanprof_attr_str(s, "http.route", route);
+        ngx_http_spanprof_attrs_str(&a, s, "http.route", route);
     }
 
-    sp_http_span_status(s, (int) ngx_http_spanprof_status(r));
+    sp_http_attrs_status(&a, s, SP_SPAN_KIND_SERVER,
+                         (int) ngx_http_spanprof_status(r));
 
-    ngx_http_spanprof_server_name(r, s);
+    ngx_http_spanprof_server_name(r, s, &a);
 
-    ngx_http_spanprof_attr_str(s, "client.address", &r->connection->addr_text);
-    sp_span_attr_cint(s, "client.port",
-                      ngx_inet_get_port(r->connection->sockaddr));
+    ngx_http_spanprof_attrs_str(&a, s, "client.address",
+                                &r->connection->addr_text);
+    sp_span_attrs_cint(&a, s, "client.port",
+                       ngx_inet_get_port(r->connection->sockaddr));
 
-    ngx_http_spanprof_protocol(r, s);
+    ngx_http_spanprof_protocol(r, s, &a);
 
     if (r->headers_in.user_agent) {
-        ngx_http_spanprof_attr_str(s, "user_agent.original",
-                                   &r->headers_in.user_agent->value);
+        ngx_http_spanprof_attrs_str(&a, s, "user_agent.original",
+                                    &r->headers_in.user_agent->value);
     }
 
     if (ctx->body_size > 0) {
-        sp_span_attr_cint(s, "http.request.body.size", ctx->body_size);
+        sp_span_attrs_cint(&a, s, "http.request.body.size", ctx->body_size);
     } else if (r->headers_in.content_length_n > 0) {
-        sp_span_attr_cint(s, "http.request.body.size",
-                          r->headers_in.content_length_n);
+        sp_span_attrs_cint(&a, s, "http.request.body.size",
+                           r->headers_in.content_length_n);
     }
 
     sent = r->connection->sent - r->header_size;
-    sp_span_attr_cint(s, "http.response.body.size", sent > 0 ? sent : 0);
+    sp_span_attrs_cint(&a, s, "http.response.body.size", sent > 0 ? sent : 0);
 
     /* The request's sampled CPU and off-CPU time (sampler.h): with the loop's
      * waits, its duration at a glance. */
     if (ctx->profiled) {
-        sp_span_attr_cint(s, "spanprof.cpu_time_ns",
-                          (int64_t) ctx->record.sp_cpu_ns);
+        sp_span_attrs_cint(&a, s, "spanprof.cpu_time_ns",
+                           (int64_t) ctx->record.sp_cpu_ns);
         if (ctx->record.sp_wall_ns > 0) {
-            sp_span_attr_cint(s, "spanprof.wall_time_ns",
-                              (int64_t) ctx->record.sp_wall_ns);
-            sp_span_attr_cint(s, "spanprof.off_cpu_time_ns",
-                              (int64_t) ctx->record.sp_off_cpu_ns);
+            sp_span_attrs_cint(&a, s, "spanprof.wall_time_ns",
+                               (int64_t) ctx->record.sp_wall_ns);
+            sp_span_attrs_cint(&a, s, "spanprof.off_cpu_time_ns",
+                               (int64_t) ctx->record.sp_off_cpu_ns);
+        }
+
+        /* Grafana's traces-to-profiles link: the span's samples carry its
+         * id. */
+        if (!ctx->unkept) {
+            sp_hex_encode((char *) hex, ctx->span_id, SP_SPAN_ID_LEN);
+            sp_span_attrs_cstr(&a, s, "pyroscope.profile.id",
+                               (const char *) hex, 2 * SP_SPAN_ID_LEN);
         }
     }
 
-    /* Grafana's traces-to-profiles link: the span's samples carry its id. */
-    if (ctx->profiled && !ctx->unkept) {
-        sp_hex_encode((char *) hex, ctx->span_id, SP_SPAN_ID_LEN);
-        sp_span_attr_cstr(s, "pyroscope.profile.id", (const char *) hex,
-                          2 * SP_SPAN_ID_LEN);
-    }
+    sp_span_attrs_close(s, a);
 
     if (lcf->span_attrs) {
         attr = lcf->span_attrs->elts;
@@ -398,9 +471,9 @@ ngx_http_spanprof_client_span(ngx_http_request_t *r,
     s->end_ns = server_end_ns;
 
     /* OTel names a CLIENT span by its method alone. */
-    name.len = sp_http_span_name((char *) buf, sizeof(buf),
-                                 (const char *) r->method_name.data,
-                                 r->method_name.len, NULL, 0);
+    name.len = sp_http_span_name_known((char *) buf, sizeof(buf),
+                                       ngx_http_spanprof_known_method(r),
+                                       r->method_name.len, NULL, 0);
     sp_span_set_name(s, (const char *) buf, name.len);
     sp_http_span_method(s, (const char *) r->method_name.data,
                         r->method_name.len);

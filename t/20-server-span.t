@@ -93,6 +93,20 @@ for my $v (['a', 't=1', 1], ['b', 't=on', 1], ['c', 't=0', 0], ['d', '', 0], ['e
     $var{$n} = { q => $q, want => $want, status => $r->{status} };
 }
 my $off = http_get($port, '/off/o');
+# server.port from Host: where nginx ended the name (also in its lowercased
+# copy), after a trailing dot, in an IPv6 literal, or the connection's port
+# when Host has none from 1 to 65535
+my %host = (h1 => ['EXAMPLE.com:8080', 'example.com', 8080],
+            h2 => ['example.com.:8081', 'example.com', 8081],
+            h3 => ['example.com:99999', 'example.com', $port],
+            h4 => ['[::1]:8082', '[::1]', 8082],
+            h5 => ['[::1]', '[::1]', $port],
+            h6 => ['example.com:', 'example.com', $port]);
+for my $h (sort keys %host) {
+    my ($r) = raw_request($port, "GET /api/$h HTTP/1.1\r\nHost: $host{$h}[0]\r\n"
+        . "Connection: close\r\n\r\n");
+    $host{$h}[3] = $r;
+}
 
 my @all = sync_spans($recv, $port);
 my $t1 = time;
@@ -160,6 +174,16 @@ subtest 'no query string' => sub {
     my $s = one('/api/noquery');
     ok !exists $s->{attrs}{'url.query'}, 'no url.query';
     is $s->{attrs}{'user_agent.original'}, 'spanprof-test/1.0', 'user agent';
+};
+
+subtest 'server.address and server.port from Host' => sub {
+    for my $h (sort keys %host) {
+        my ($hv, $addr, $want, $r) = @{ $host{$h} };
+        like $r, qr{^HTTP/1\.1 200 }, "Host: $hv answered";
+        my $s = one("/api/$h");
+        is $s->{attrs}{'server.address'}, $addr, "Host: $hv: server.address";
+        is $s->{attrs}{'server.port'}, $want, "Host: $hv: server.port $want";
+    }
 };
 
 subtest 'exact location' => sub {

@@ -955,17 +955,19 @@ sp_exporter_span_begin(sp_exporter_t *e)
 {
     sp_span_t  *s;
 
-    /* A span that would not fit is not built at all (counted as a drop). */
-    if (!sp_span_queue_has_room(e->queue)) {
-        return NULL;
-    }
     s = span_scratch;
     if (s == NULL && (s = span_scratch_create()) == NULL) {
         sp_span_queue_refuse(e->queue);     /* no memory: a drop */
         return NULL;
     }
-    /* One thread's queue (nginx): the span is written into its slot. */
+    /* One thread's queue (nginx): the span is written into its slot, whose
+     * reservation is the room check. Else (or without room for the largest
+     * span), a span that would not fit is not built at all (counted as a
+     * drop). */
     s->place = sp_span_queue_place(e->queue);
+    if (s->place == NULL && !sp_span_queue_has_room(e->queue)) {
+        return NULL;
+    }
     return s;
 }
 

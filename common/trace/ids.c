@@ -176,10 +176,11 @@ ids_seed(ids_tls_t *g)
 }
 
 
-static uint64_t
-ids_next(ids_tls_t *g)
+/* The thread's generator, seeded (again, after a fork) if need be. */
+static inline ids_tls_t *
+ids_ready(void)
 {
-    uint64_t  *s, result, t;
+    ids_tls_t  *g = &ids_tls;
 
     if (!g->seeded
         || g->seen_gen
@@ -187,8 +188,15 @@ ids_next(ids_tls_t *g)
     {
         ids_seed(g);
     }
+    return g;
+}
 
-    s = g->state;
+
+/* One xoshiro256** step of a ready generator. */
+static inline uint64_t
+ids_step(uint64_t *s)
+{
+    uint64_t  result, t;
 
     result = rotl64(s[1] * 5, 7) * 9;
     t = s[1] << 17;
@@ -214,12 +222,12 @@ sp_ids_thread_init(void)
 void
 sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN])
 {
-    uint64_t    v[2];
-    ids_tls_t  *g = &ids_tls;
+    uint64_t  *s = ids_ready()->state;
+    uint64_t   v[2];
 
     do {
-        v[0] = ids_next(g);
-        v[1] = ids_next(g);
+        v[0] = ids_step(s);
+        v[1] = ids_step(s);
     } while ((v[0] | v[1]) == 0);
 
     memcpy(id, v, SP_TRACE_ID_LEN);
@@ -229,14 +237,37 @@ sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN])
 void
 sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN])
 {
-    uint64_t    v;
-    ids_tls_t  *g = &ids_tls;
+    uint64_t  *s = ids_ready()->state;
+    uint64_t   v;
 
     do {
-        v = ids_next(g);
+        v = ids_step(s);
     } while (v == 0);
 
     memcpy(id, &v, SP_SPAN_ID_LEN);
+}
+
+
+void
+sp_ids_generate(uint8_t *trace_id, uint8_t span_id[SP_SPAN_ID_LEN])
+{
+    ids_tls_t  *g = ids_ready();
+    uint64_t    s[4], v[2], w;
+
+    /* The state in registers for the three steps, stored back once. */
+    memcpy(s, g->state, sizeof(s));
+    if (trace_id != NULL) {
+        do {
+            v[0] = ids_step(s);
+            v[1] = ids_step(s);
+        } while ((v[0] | v[1]) == 0);
+        memcpy(trace_id, v, SP_TRACE_ID_LEN);
+    }
+    do {
+        w = ids_step(s);
+    } while (w == 0);
+    memcpy(span_id, &w, SP_SPAN_ID_LEN);
+    memcpy(g->state, s, sizeof(s));
 }
 
 

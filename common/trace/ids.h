@@ -22,6 +22,11 @@ void sp_trace_id_generate(uint8_t id[SP_TRACE_ID_LEN]);
 /* 8 random bytes, never all zero. */
 void sp_span_id_generate(uint8_t id[SP_SPAN_ID_LEN]);
 
+/* A new span id, and a new trace id too when trace_id is not NULL (a
+ * request without a parent): one look at the thread's generator for both.
+ * The same values as sp_trace_id_generate() then sp_span_id_generate(). */
+void sp_ids_generate(uint8_t *trace_id, uint8_t span_id[SP_SPAN_ID_LEN]);
+
 /* Lowercase hex of n bytes into dst (2n chars, no terminator). */
 void sp_hex_encode(char *dst, const uint8_t *src, size_t n);
 

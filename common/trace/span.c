@@ -20,11 +20,19 @@ sp_span_init(sp_span_t *s, int kind, const uint8_t trace_id[16],
     const uint8_t span_id[8], const uint8_t *parent_span_id,
     int parent_is_remote, uint8_t trace_flags, uint64_t start_ns)
 {
-    /* Only the header is cleared: the storage is bounded by the counts. */
-    memset(s, 0, offsetof(sp_span_t, wire));
+    /* Only the counts and offsets are cleared, a few stores (a memset of
+     * the whole header was a call into libc per span): the storage is
+     * bounded by the counts, the parent id is read only with has_parent,
+     * and an event's dropped count is reset when the event is added. */
+    memset(&s->name_off, 0,
+           offsetof(sp_span_t, dropped_event_attrs)
+           - offsetof(sp_span_t, name_off));
     s->wire = s->place != NULL ? s->place : s->wire_store;
     memcpy(s->trace_id, trace_id, SP_TRACE_ID_LEN);
     memcpy(s->span_id, span_id, SP_SPAN_ID_LEN);
+    s->has_parent = 0;
+    s->parent_is_remote = 0;
+    s->status_code = 0;
     if (parent_span_id != NULL) {
         memcpy(s->parent_span_id, parent_span_id, SP_SPAN_ID_LEN);
         s->has_parent = 1;
@@ -206,6 +214,24 @@ sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
     memcpy(&bits, &val, 8);
     sp_wire_fixed64(p, SP_TAG(4, SP_WT_I64), bits);         /* double_value */
     return 0;
+}
+
+sp_span_attrs_t
+sp_span_attrs_str_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    sp_span_attrs_close(s, a);
+    (void) sp_span_attr_str(s, SP_OWNER_SPAN, key, klen, val, vlen);
+    return sp_span_attrs_open(s);
+}
+
+sp_span_attrs_t
+sp_span_attrs_int_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
+    size_t klen, int64_t val)
+{
+    sp_span_attrs_close(s, a);
+    (void) sp_span_attr_int(s, SP_OWNER_SPAN, key, klen, val);
+    return sp_span_attrs_open(s);
 }
 
 static const uint8_t *

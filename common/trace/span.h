@@ -196,6 +196,127 @@ sp_span_attr_int_static(sp_span_t *s, unsigned owner, const char *key,
     return sp_span_attr_int(s, owner, key, klen, val);
 }
 
+/* A row of span attributes written one after another (the glue's own set,
+ * at the log phase): the writer's position and count stay in registers and
+ * reach the span once, at sp_span_attrs_close(). The single writers above
+ * store through a byte pointer, which may alias the span's own counters, so
+ * every attribute reloaded and stored wire_used, nattrs and wire. Nothing
+ * else may add a span attribute between open and close. The state goes to
+ * the out-of-line path by value: its address never escapes, which is what
+ * lets the compiler keep it in registers. */
+typedef struct {
+    uint8_t   *p;           /* where the next attribute goes */
+    uint8_t   *end;         /* the end of the span's attribute space */
+    unsigned   left;        /* attributes the span may still take */
+} sp_span_attrs_t;
+
+SP_SPAN_INLINE sp_span_attrs_t
+sp_span_attrs_open(sp_span_t *s)
+{
+    sp_span_attrs_t  a;
+
+    a.p = s->wire + s->wire_used;
+    a.end = s->wire + SP_SPAN_WIRE;
+    a.left = SP_SPAN_MAX_ATTRS - s->nattrs;
+    return a;
+}
+
+SP_SPAN_INLINE void
+sp_span_attrs_close(sp_span_t *s, sp_span_attrs_t a)
+{
+    s->wire_used = (uint16_t) (a.p - s->wire);
+    s->nattrs = (uint16_t) (SP_SPAN_MAX_ATTRS - a.left);
+}
+
+/* The general path of the row (a long value, a span without room): closes
+ * it, writes or drops (and counts) the attribute, and reopens it. */
+sp_span_attrs_t sp_span_attrs_str_slow(sp_span_t *s, sp_span_attrs_t a,
+    const char *key, size_t klen, const char *val, size_t vlen);
+sp_span_attrs_t sp_span_attrs_int_slow(sp_span_t *s, sp_span_attrs_t a,
+    const char *key, size_t klen, int64_t val);
+
+/* As sp_span_attr_fast(), on the row. */
+SP_SPAN_INLINE uint8_t *
+sp_span_attrs_head(sp_span_attrs_t *a, const char *key, size_t klen,
+    size_t any)
+{
+    size_t    total = klen + any + 6;
+    uint8_t  *p = a->p;
+
+    if (klen + any > 123 || a->left == 0 || total > (size_t) (a->end - p)) {
+        return NULL;
+    }
+    a->p = p + total;
+    a->left--;
+    p[0] = SP_TAG(9, SP_WT_LEN);            /* Span.attributes */
+    p[1] = (uint8_t) (klen + any + 4);
+    p[2] = SP_TAG(1, SP_WT_LEN);            /* KeyValue.key */
+    p[3] = (uint8_t) klen;
+    memcpy(p + 4, key, klen);
+    p += 4 + klen;
+    p[0] = SP_TAG(2, SP_WT_LEN);            /* KeyValue.value */
+    p[1] = (uint8_t) any;
+    return p + 2;
+}
+
+SP_SPAN_INLINE void
+sp_span_attrs_str_static(sp_span_attrs_t *a, sp_span_t *s, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    uint8_t  *p = sp_span_attrs_head(a, key, klen, vlen + 2);
+
+    if (p == NULL) {
+        *a = sp_span_attrs_str_slow(s, *a, key, klen, val, vlen);
+        return;
+    }
+    p[0] = SP_TAG(1, SP_WT_LEN);            /* AnyValue.string_value */
+    p[1] = (uint8_t) vlen;
+    sp_wire_copy(p + 2, val, vlen);
+}
+
+SP_SPAN_INLINE void
+sp_span_attrs_int_static(sp_span_attrs_t *a, sp_span_t *s, const char *key,
+    size_t klen, int64_t val)
+{
+    uint8_t  *p = sp_span_attrs_head(a, key, klen,
+                                     1 + sp_wire_vsize((uint64_t) val));
+
+    if (p == NULL) {
+        *a = sp_span_attrs_int_slow(s, *a, key, klen, val);
+        return;
+    }
+    p[0] = SP_TAG(3, SP_WT_VARINT);         /* AnyValue.int_value */
+    sp_wire_varint(p + 1, (uint64_t) val);
+}
+
+/* key must be a string literal. */
+#define sp_span_attrs_cstr(a, s, key, val, vlen) \
+    sp_span_attrs_str_static(a, s, "" key, sizeof(key) - 1, val, vlen)
+#define sp_span_attrs_cint(a, s, key, val) \
+    sp_span_attrs_int_static(a, s, "" key, sizeof(key) - 1, val)
+
+/* The span's name made where it is kept, without a copy: up to cap bytes
+ * at the returned place (NULL: no room; then use sp_span_set_name), then
+ * sp_span_name_done() with the length written (cut as sp_span_set_name
+ * cuts a name: at SP_SPAN_MAX_VALUE bytes). */
+SP_SPAN_INLINE char *
+sp_span_name_place(sp_span_t *s, size_t cap)
+{
+    return cap <= (size_t) (SP_SPAN_TEXT - s->text_used)
+           ? s->text + s->text_used : NULL;
+}
+
+SP_SPAN_INLINE void
+sp_span_name_done(sp_span_t *s, size_t len)
+{
+    if (len > SP_SPAN_MAX_VALUE) {
+        len = SP_SPAN_MAX_VALUE;
+    }
+    s->name_off = s->text_used;
+    s->name_len = (uint16_t) len;
+    s->text_used += (uint16_t) len;
+}
+
 /* A span attribute that replaces an earlier one with the same key (the
  * user's attributes override the module's): the earlier one is cut out of
  * the encoded attributes. */

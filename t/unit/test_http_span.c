@@ -94,12 +94,133 @@ test_span_method(void)
 }
 
 
+/* The row writer (span.h) must write exactly what the single writers
+ * write, take the general path for a long value, and drop (and count) what
+ * does not fit as they do. */
+static void
+test_attrs_row(void)
+{
+    static sp_span_t  x, y;
+    static char       longv[300];
+    uint8_t           tid[16] = { 1 }, sid[8] = { 2 };
+    sp_span_attrs_t   a;
+    int               i;
+
+    memset(longv, 'v', sizeof(longv));
+
+    sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    sp_http_span_method(&x, "GET", 3);
+    sp_http_span_method(&x, "purge", 5);
+    sp_span_attr_cstr(&x, "url.path", "/a/b", 4);
+    sp_span_attr_cstr(&x, "user_agent.original", longv, sizeof(longv));
+    sp_span_attr_cint(&x, "client.port", 54321);
+    sp_http_span_status(&x, 503);
+    sp_span_attr_cint(&x, "http.response.body.size", 0);
+    sp_span_attr_cstr(&x, "url.scheme", "http", 4);
+
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    a = sp_span_attrs_open(&y);
+    sp_http_attrs_method(&a, &y, sp_http_known_method("GET", 3), "GET", 3);
+    sp_http_attrs_method(&a, &y, sp_http_known_method("purge", 5), "purge",
+                         5);
+    sp_span_attrs_cstr(&a, &y, "url.path", "/a/b", 4);
+    sp_span_attrs_cstr(&a, &y, "user_agent.original", longv, sizeof(longv));
+    sp_span_attrs_cint(&a, &y, "client.port", 54321);
+    sp_http_attrs_status(&a, &y, SP_SPAN_KIND_SERVER, 503);
+    sp_span_attrs_cint(&a, &y, "http.response.body.size", 0);
+    sp_span_attrs_cstr(&a, &y, "url.scheme", "http", 4);
+    sp_span_attrs_close(&y, a);
+
+    is_int(y.nattrs, x.nattrs, "a row: as many attributes (%d)", x.nattrs);
+    ok(y.wire_used == x.wire_used
+       && memcmp(y.wire, x.wire, x.wire_used) == 0,
+       "a row: the same bytes as one attribute at a time (%d)", x.wire_used);
+    ok(y.status_code == SP_STATUS_ERROR && has_bytes(&y, "error.type")
+       && has_bytes(&y, "503"), "a row: a 503 is an error, error.type 503");
+
+    /* Out of room, then out of attributes. */
+    sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    a = sp_span_attrs_open(&y);
+    for (i = 0; i < 45; i++) {
+        sp_span_attr_cstr(&x, "k", longv, 100);
+        sp_span_attrs_cstr(&a, &y, "k", longv, 100);
+    }
+    sp_span_attrs_close(&y, a);
+    ok(x.dropped_attrs > 0 && y.dropped_attrs == x.dropped_attrs
+       && y.nattrs == x.nattrs && y.wire_used == x.wire_used
+       && y.wire_used <= SP_SPAN_WIRE
+       && memcmp(y.wire, x.wire, x.wire_used) == 0,
+       "a row out of room drops and counts as the single writers do "
+       "(%d kept, %d dropped)", y.nattrs, y.dropped_attrs);
+
+    sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    a = sp_span_attrs_open(&y);
+    for (i = 0; i < SP_SPAN_MAX_ATTRS + 5; i++) {
+        sp_span_attr_cint(&x, "n", i);
+        sp_span_attrs_cint(&a, &y, "n", i);
+    }
+    sp_span_attrs_close(&y, a);
+    ok(y.nattrs == SP_SPAN_MAX_ATTRS && y.dropped_attrs == 5
+       && y.wire_used == x.wire_used
+       && memcmp(y.wire, x.wire, x.wire_used) == 0,
+       "a row keeps at most SP_SPAN_MAX_ATTRS and counts the rest");
+}
+
+
+/* The name made in place is the name sp_span_set_name() keeps. */
+static void
+test_name_place(void)
+{
+    static sp_span_t  x, y;
+    static char       route[SP_SPAN_MAX_VALUE], ts[SP_SPAN_MAX_VALUE + 9];
+    char              buf[SP_HTTP_SPAN_NAME_LEN], *place;
+    uint8_t           tid[16] = { 1 }, sid[8] = { 2 };
+    size_t            n, rlen;
+
+    memset(route, 'r', sizeof(route));
+    memset(ts, 't', sizeof(ts));
+
+    for (rlen = 2; rlen <= SP_SPAN_MAX_VALUE; rlen += SP_SPAN_MAX_VALUE - 2) {
+        sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+        sp_span_set_tracestate(&x, ts, sizeof(ts));
+        n = sp_http_span_name(buf, sizeof(buf), "OPTIONS", 7, route, rlen);
+        sp_span_set_name(&x, buf, n);
+
+        sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+        sp_span_set_tracestate(&y, ts, sizeof(ts));
+        place = sp_span_name_place(&y, SP_HTTP_SPAN_NAME_LEN);
+        ok(place != NULL, "room for a name after the longest tracestate");
+        if (place == NULL) {
+            continue;
+        }
+        sp_span_name_done(&y, sp_http_span_name_known(place,
+                                  SP_HTTP_SPAN_NAME_LEN, "OPTIONS", 7,
+                                  route, rlen));
+        ok(y.name_len == x.name_len
+           && memcmp(y.text + y.name_off, x.text + x.name_off, x.name_len)
+              == 0
+           && y.tracestate_len == x.tracestate_len
+           && memcmp(y.text + y.tracestate_off, ts, y.tracestate_len) == 0,
+           "a %zu-byte route: the name in place is the name copied (%d)",
+           rlen, (int) y.name_len);
+    }
+
+    n = sp_http_span_name_known(buf, sizeof(buf), NULL, 5, "/x", 2);
+    ok(n == 7 && memcmp(buf, "HTTP /x", 7) == 0,
+       "an unknown method looked up already is named HTTP");
+}
+
+
 int
 main(void)
 {
     test_known_method();
     test_span_name();
     test_span_method();
+    test_attrs_row();
+    test_name_place();
 
     return done_testing();
 }

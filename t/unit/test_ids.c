@@ -201,6 +201,9 @@ read_full(int fd, void *p, size_t n)
 }
 
 
+/* The child makes its pair with sp_ids_generate(). */
+static int  child_both;
+
 /* Forks; the child generates one pair and sends it back. */
 static int
 child_ids(id_pair_t *out)
@@ -222,8 +225,12 @@ child_ids(id_pair_t *out)
 
     if (pid == 0) {
         close(fds[0]);
-        sp_span_id_generate(mine.span);
-        sp_trace_id_generate(mine.trace);
+        if (child_both) {
+            sp_ids_generate(mine.trace, mine.span);
+        } else {
+            sp_span_id_generate(mine.span);
+            sp_trace_id_generate(mine.trace);
+        }
         _exit(write(fds[1], &mine, sizeof(mine)) == (ssize_t) sizeof(mine)
               ? 0 : 1);
     }
@@ -329,6 +336,46 @@ test_threads(void)
 }
 
 
+/* Both ids in one call (nginx's request path): random, never zero, and
+ * reseeded after a fork as the single calls are. */
+static void
+test_generate_both(void)
+{
+    int        i, zero, dup;
+    id_pair_t  child, parent;
+
+    for (i = 0; i < N_IDS; i++) {
+        sp_ids_generate(trace_ids[i], span_ids[i]);
+    }
+    /* Without a trace id: the span id alone, still a new one. */
+    sp_ids_generate(NULL, span_ids[0]);
+
+    zero = 0;
+    for (i = 0; i < N_IDS; i++) {
+        zero += sp_id_is_zero(trace_ids[i], SP_TRACE_ID_LEN);
+        zero += sp_id_is_zero(span_ids[i], SP_SPAN_ID_LEN);
+    }
+    is_int(zero, 0, "sp_ids_generate: no all-zero id");
+
+    qsort(trace_ids, N_IDS, SP_TRACE_ID_LEN, cmp_trace);
+    qsort(span_ids, N_IDS, SP_SPAN_ID_LEN, cmp_span);
+    dup = 0;
+    for (i = 1; i < N_IDS; i++) {
+        dup += memcmp(trace_ids[i - 1], trace_ids[i], SP_TRACE_ID_LEN) == 0;
+        dup += memcmp(span_ids[i - 1], span_ids[i], SP_SPAN_ID_LEN) == 0;
+    }
+    is_int(dup, 0, "sp_ids_generate: no duplicate among %d pairs", N_IDS);
+
+    child_both = 1;
+    is_int(child_ids(&child), 0, "a child made its pair in one call");
+    child_both = 0;
+    sp_ids_generate(parent.trace, parent.span);
+    ok(memcmp(child.span, parent.span, SP_SPAN_ID_LEN) != 0
+       && memcmp(child.trace, parent.trace, SP_TRACE_ID_LEN) != 0,
+       "the child's pair differs from the parent's next (reseeded)");
+}
+
+
 int
 main(void)
 {
@@ -336,6 +383,7 @@ main(void)
     test_generate();
     test_fork();
     test_threads();
+    test_generate_both();
 
     return done_testing();
 }
