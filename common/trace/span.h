@@ -131,6 +131,23 @@ int sp_span_attr_double(sp_span_t *s, unsigned owner, const char *key,
  * a span's attributes, which copied every key with a call to memcpy. */
 #define SP_SPAN_INLINE  static inline __attribute__((always_inline))
 
+/* A span attribute's header at p, lengths that fit one-byte varints
+ * (klen + any <= 123): Span.attributes, the KeyValue's key, the tag and
+ * length of its value; returns where the AnyValue content goes. */
+SP_SPAN_INLINE uint8_t *
+sp_span_kv_head(uint8_t *p, const char *key, size_t klen, size_t any)
+{
+    p[0] = SP_TAG(9, SP_WT_LEN);            /* Span.attributes */
+    p[1] = (uint8_t) (klen + any + 4);
+    p[2] = SP_TAG(1, SP_WT_LEN);            /* KeyValue.key */
+    p[3] = (uint8_t) klen;
+    memcpy(p + 4, key, klen);
+    p += 4 + klen;
+    p[0] = SP_TAG(2, SP_WT_LEN);            /* KeyValue.value */
+    p[1] = (uint8_t) any;
+    return p + 2;
+}
+
 /* The fast path of the two below: a span attribute whose lengths all fit
  * one-byte varints (nearly every one) is written inline, up to its
  * AnyValue content; NULL sends the caller to the general path, which also
@@ -149,15 +166,7 @@ sp_span_attr_fast(sp_span_t *s, const char *key, size_t klen, size_t any)
     p = s->wire + s->wire_used;
     s->wire_used += (uint16_t) total;
     s->nattrs++;
-    p[0] = SP_TAG(9, SP_WT_LEN);            /* Span.attributes */
-    p[1] = (uint8_t) (klen + any + 4);
-    p[2] = SP_TAG(1, SP_WT_LEN);            /* KeyValue.key */
-    p[3] = (uint8_t) klen;
-    memcpy(p + 4, key, klen);
-    p += 4 + klen;
-    p[0] = SP_TAG(2, SP_WT_LEN);            /* KeyValue.value */
-    p[1] = (uint8_t) any;
-    return p + 2;
+    return sp_span_kv_head(p, key, klen, any);
 }
 
 /* The same as sp_span_attr_str/int, inline, for a key that is a string
@@ -248,15 +257,7 @@ sp_span_attrs_head(sp_span_attrs_t *a, const char *key, size_t klen,
     }
     a->p = p + total;
     a->left--;
-    p[0] = SP_TAG(9, SP_WT_LEN);            /* Span.attributes */
-    p[1] = (uint8_t) (klen + any + 4);
-    p[2] = SP_TAG(1, SP_WT_LEN);            /* KeyValue.key */
-    p[3] = (uint8_t) klen;
-    memcpy(p + 4, key, klen);
-    p += 4 + klen;
-    p[0] = SP_TAG(2, SP_WT_LEN);            /* KeyValue.value */
-    p[1] = (uint8_t) any;
-    return p + 2;
+    return sp_span_kv_head(p, key, klen, any);
 }
 
 SP_SPAN_INLINE void
