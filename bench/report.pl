@@ -66,6 +66,10 @@ sub load_results {
         next if defined $mpm && ($r{mpm} // 'event') ne $mpm;
         $r{cpu_us} = $r{ticks} / $tck * 1e6 / $r{requests};
         $r{exp_us} = ($r{thread_ticks} // 0) / $tck * 1e6 / $r{requests};
+        # The receiver's CPU (on wrk's CPU) per span it received; runs
+        # from before bench/run recorded it have none.
+        $r{recv_us} = $r{recv_ticks} / $tck * 1e6 / $r{spans}
+            if defined $r{recv_ticks} && $r{recv_ticks} =~ /^\d+$/ && ($r{spans} // '') =~ /^\d+$/ && $r{spans} > 0;
         push @rs, \%r;
         push @{ $byc{$r{workload}}{$r{cfg}} }, \%r;
     }
@@ -77,6 +81,7 @@ sub load_results {
                 rps  => median(map { $_->{rps} } @$g), rmin => min(map { $_->{rps} } @$g), rmax => max(map { $_->{rps} } @$g),
                 cpu  => median(map { $_->{cpu_us} } @$g), cmin => min(map { $_->{cpu_us} } @$g), cmax => max(map { $_->{cpu_us} } @$g),
                 exp  => median(map { $_->{exp_us} } @$g),
+                recv => (grep { defined $_->{recv_us} } @$g) ? median(map { $_->{recv_us} // () } @$g) : undef,
                 rss  => median(map { $_->{rss_kb} } @$g),
                 rssmax => max(map { $_->{rss_max} =~ /^\d+$/ ? $_->{rss_max} : $_->{rss_kb} } @$g),
                 reqs => sum(map { $_->{requests} } @$g), served => sum(map { $_->{served} } @$g),
@@ -465,7 +470,9 @@ p "## How it was run", "",
   "  each `/v1/traces` body by walking the protobuf (checked against `protoc`, below);",
   "  for G `taskset -c 0 /usr/bin/python3 t/grpc_receiver.py --port P --count FILE`, a",
   "  python3-grpcio server answering every `TraceService/Export` OK and counting its spans",
-  "  with protobuf's parser;",
+  "  with protobuf's parser on a skeleton of the message (spans kept as bytes; the first and",
+  "  every 64th request also parsed whole: a whole parse of every span cost ~5 µs of CPU 0 a",
+  "  span, which starved wrk and halved G's request rate);",
   "  E's endpoint is a port where nothing listens;",
   "- for each workload, $meta{rounds} rounds of the configurations run on it (" . join('; ', map { my $w = $_; "$w: " . join(' ', grep { $S{$w}{$_} } @cfgs) } @wls) . ")",
   "  interleaved (" . ($meta{r200_only} ? "$meta{r200_only} on r200 only: what they measure does not depend on the workload, and the whole `make bench` stays within about 45 minutes" : 'every configuration on every workload') . "); each run is",
@@ -505,6 +512,11 @@ for my $wl (@wls) {
         p config_row($c, $desc{$c}, $s, $S{$wl}{A}, ratio(\%S, $wl, $c));
     }
     p "";
+}
+if (my @rc = grep { defined $S{r200}{$_} && defined $S{r200}{$_}{recv} } @cfgs) {
+    p "The receivers' own CPU per span received (r200, median over the rounds; utime+stime of",
+      "each receiver process, which shares CPU 0 with wrk, so a costly receiver slows the load and",
+      "leaves the worker less busy): " . join(', ', map { sprintf("%s %.2f µs", $_, $S{r200}{$_}{recv}) } @rc) . ".", "";
 }
 if (@e_series) {
     p "RSS of E's worker after each of its runs, in order (kB): " . join(', ', @e_series) . ".", "";
