@@ -8,7 +8,7 @@
 #       [--cert C --key K] [--script LIST] [--default ENTRY]
 #       [--profiles-script LIST] [--profiles-default ENTRY]
 #       [--max-idle-ms MS]
-#   /usr/bin/python3 t/grpc_receiver.py --port P --count FILE [...]
+#   /usr/bin/python3 t/grpc_receiver.py --port P --count FILE [--full-every N] [...]
 #
 # Serves opentelemetry.proto.collector.trace.v1.TraceService/Export and
 # opentelemetry.proto.collector.profiles.v1development.ProfilesService/
