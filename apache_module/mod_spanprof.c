@@ -1193,7 +1193,10 @@ spanprof_post_read_request(request_rec *r)
 
     /* The span's start is when httpd began reading the request. */
     ctx = spanprof_get_ctx(r, 1);
-    spanprof_conn(r->connection, 1)->active = ctx;
+    /* for the profiling of a resumed connection (read only then) */
+    if (spanprof_globals.profiling_used) {
+        spanprof_conn(r->connection, 1)->active = ctx;
+    }
 
     /* When no <Location> can change them, the ids are known now (without
      * an incoming trace header they are new whatever the mode), and the
@@ -1336,7 +1339,8 @@ spanprof_log_transaction(request_rec *r)
     }
 
     ctx->logged = 1;
-    cc = spanprof_conn(r->connection, 0);
+    cc = spanprof_globals.profiling_used ? spanprof_conn(r->connection, 0)
+                                         : NULL;
     if (cc != NULL && cc->active == ctx) {
         cc->active = NULL;
     }

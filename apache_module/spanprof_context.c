@@ -124,8 +124,12 @@ spanprof_get_ctx(request_rec *r, int create)
         ctx->start_ns = (uint64_t) apr_time_now() * 1000;
     }
 
-    apr_pool_cleanup_register(orig->pool, ctx, spanprof_ctx_cleanup,
-                              apr_pool_cleanup_null);
+    /* Only a profiled request has a record or is its connection's active
+     * one (profiling is on only where some directive turned it on). */
+    if (spanprof_globals.profiling_used) {
+        apr_pool_cleanup_register(orig->pool, ctx, spanprof_ctx_cleanup,
+                                  apr_pool_cleanup_null);
+    }
     ap_set_module_config(orig->request_config, &spanprof_module, ctx);
     ap_set_module_config(r->request_config, &spanprof_module, ctx);
     return ctx;
@@ -350,11 +354,11 @@ spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx)
         spanprof_extract(r, ctx, spanprof_dir_conf(r));
     }
 
+    /* Both ids from one look at the generator's state. */
+    sp_ids_generate(ctx->has_parent ? NULL : ctx->trace_id, ctx->span_id);
     if (!ctx->has_parent) {
-        sp_trace_id_generate(ctx->trace_id);
         ctx->random = 1;
     }
-    sp_span_id_generate(ctx->span_id);
 }
 
 

@@ -138,13 +138,10 @@ spanprof_method_index(request_rec *r)
 }
 
 
-#define spanprof_attr_s(s, key, v)                                            \
-    sp_span_attr_ostr(s, SP_OWNER_SPAN, key, v, strlen(v))
-
-
 /* url.query, the values of secret parameters REDACTED (query_redact.h). */
 static void
-spanprof_url_query(sp_span_t *s, const spanprof_dir_conf_t *dc, const char *q)
+spanprof_url_query(sp_span_attrs_t *a, sp_span_t *s,
+    const spanprof_dir_conf_t *dc, const char *q)
 {
     char               buf[SP_SPAN_MAX_VALUE];
     size_t             len = strlen(q);
@@ -156,7 +153,7 @@ spanprof_url_query(sp_span_t *s, const spanprof_dir_conf_t *dc, const char *q)
         r.n = (size_t) dc->redact_query->nelts;
     }
     v = sp_query_redact(&r, q, &len, buf, sizeof(buf));
-    sp_span_attr_ostr(s, SP_OWNER_SPAN, "url.query", v, len);
+    sp_span_attrs_cstr(a, s, "url.query", v, len);
 }
 
 
@@ -251,15 +248,18 @@ spanprof_read_headers(request_rec *r, spanprof_headers_t *h)
 
 
 static void
-spanprof_server_address(request_rec *r, sp_span_t *s, const char *host)
+spanprof_server_address(request_rec *r, sp_span_t *s, sp_span_attrs_t *a,
+    const char *host)
 {
     const char  *p;
     long         port;
 
     if (r->hostname != NULL && r->hostname[0] != '\0') {
-        spanprof_attr_s(s, "server.address", r->hostname);
+        sp_span_attrs_cstr(a, s, "server.address", r->hostname,
+                           strlen(r->hostname));
     } else if (r->server->server_hostname != NULL) {
-        spanprof_attr_s(s, "server.address", r->server->server_hostname);
+        sp_span_attrs_cstr(a, s, "server.address", r->server->server_hostname,
+                           strlen(r->server->server_hostname));
     }
 
     /* The port the client asked for in Host, else the one it connected to. */
@@ -288,33 +288,28 @@ spanprof_server_address(request_rec *r, sp_span_t *s, const char *host)
         port = r->connection->local_addr->port;
     }
     if (port > 0) {
-        sp_span_attr_cint(s, "server.port", port);
+        sp_span_attrs_cint(a, s, "server.port", port);
     }
 }
 
 
-static void
-spanprof_protocol(request_rec *r, sp_span_t *s)
+static APR_INLINE void
+spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
 {
-    const char  *v;
-
     switch (r->proto_num) {
     case HTTP_VERSION(0, 9):
-        v = "0.9";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "0.9", 3);
         break;
     case HTTP_VERSION(1, 0):
-        v = "1.0";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.0", 3);
         break;
     case HTTP_VERSION(1, 1):
-        v = "1.1";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.1", 3);
         break;
     case HTTP_VERSION(2, 0):
-        v = "2";
+        sp_span_attrs_cstr(a, s, "network.protocol.version", "2", 1);
         break;
-    default:
-        return;
     }
-    sp_span_attr_cstr(s, "network.protocol.version", v, strlen(v));
 }
 
 
@@ -330,6 +325,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     const spanprof_names_t     *names;
     request_rec                *last;
     spanprof_attr_t            *attr;
+    sp_span_attrs_t             a;
     const spanprof_dir_conf_t  *dc;
 
     /* The request the client got its answer from (after internal
@@ -364,81 +360,97 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         sp_span_set_name(s, v, strlen(v));
     }
 
-    if (mi != SPANPROF_OTHER) {
-        sp_span_attr_cstr(s, "http.request.method", spanprof_methods[mi],
-                          spanprof_method_len[mi]);
-    } else {
+    if (mi == SPANPROF_OTHER) {
         sp_http_span_method(s, r->method, r->method ? strlen(r->method) : 0);
+    }
+
+    /* The module's own attributes as one row (span.h): the writer's
+     * position stays in registers from one to the next. */
+    a = sp_span_attrs_open(s);
+
+    if (mi != SPANPROF_OTHER) {
+        sp_span_attrs_cstr(&a, s, "http.request.method", spanprof_methods[mi],
+                           spanprof_method_len[mi]);
     }
 
     /* The target as the client sent it, before any rewrite. */
     if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
         q = strchr(r->unparsed_uri, '?');
         if (q != NULL) {
-            sp_span_attr_ostr(s, SP_OWNER_SPAN, "url.path", r->unparsed_uri,
-                             q - r->unparsed_uri);
+            sp_span_attrs_cstr(&a, s, "url.path", r->unparsed_uri,
+                               q - r->unparsed_uri);
             if (q[1] != '\0') {
-                spanprof_url_query(s, dc, q + 1);
+                spanprof_url_query(&a, s, dc, q + 1);
             }
         } else {
-            spanprof_attr_s(s, "url.path", r->unparsed_uri);
+            sp_span_attrs_cstr(&a, s, "url.path", r->unparsed_uri,
+                               strlen(r->unparsed_uri));
         }
     }
 
     v = ap_http_scheme(r);
-    spanprof_attr_s(s, "url.scheme", v ? v : "http");
+    if (v == NULL) {
+        v = "http";
+    }
+    sp_span_attrs_cstr(&a, s, "url.scheme", v, strlen(v));
 
     if (route) {
-        sp_span_attr_cstr(s, "http.route", route, names->route_len);
+        sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);
     }
 
-    sp_http_span_status(s, last->status);
+    sp_http_attrs_status(&a, s, SP_SPAN_KIND_SERVER, last->status);
 
     spanprof_read_headers(r, &h);
-    spanprof_server_address(r, s, h.host);
+    spanprof_server_address(r, s, &a, h.host);
 
     if (r->useragent_ip != NULL) {
-        spanprof_attr_s(s, "client.address", r->useragent_ip);
+        sp_span_attrs_cstr(&a, s, "client.address", r->useragent_ip,
+                           strlen(r->useragent_ip));
     }
     if (r->useragent_addr != NULL) {
-        sp_span_attr_cint(s, "client.port", r->useragent_addr->port);
+        sp_span_attrs_cint(&a, s, "client.port", r->useragent_addr->port);
     } else if (r->connection->client_addr != NULL) {
-        sp_span_attr_cint(s, "client.port", r->connection->client_addr->port);
+        sp_span_attrs_cint(&a, s, "client.port",
+                           r->connection->client_addr->port);
     }
 
-    spanprof_protocol(r, s);
+    spanprof_protocol(r, s, &a);
 
     if (h.user_agent != NULL) {
-        spanprof_attr_s(s, "user_agent.original", h.user_agent);
+        sp_span_attrs_cstr(&a, s, "user_agent.original", h.user_agent,
+                           strlen(h.user_agent));
     }
 
     if (h.content_length != NULL
         && apr_strtoff(&body, h.content_length, NULL, 10) == APR_SUCCESS
         && body > 0)
     {
-        sp_span_attr_cint(s, "http.request.body.size", body);
+        sp_span_attrs_cint(&a, s, "http.request.body.size", body);
     }
 
-    sp_span_attr_cint(s, "http.response.body.size",
-                      last->bytes_sent > 0 ? last->bytes_sent : 0);
+    sp_span_attrs_cint(&a, s, "http.response.body.size",
+                       last->bytes_sent > 0 ? last->bytes_sent : 0);
 
     /* The request's sampled CPU and off-CPU time (sampler.h). */
     if (ctx->profiled && ctx->record != NULL) {
-        sp_span_attr_cint(s, "spanprof.cpu_time_ns",
-                          (int64_t) ctx->record->sp_cpu_ns);
+        sp_span_attrs_cint(&a, s, "spanprof.cpu_time_ns",
+                           (int64_t) ctx->record->sp_cpu_ns);
         if (ctx->record->sp_wall_ns > 0) {
-            sp_span_attr_cint(s, "spanprof.wall_time_ns",
-                              (int64_t) ctx->record->sp_wall_ns);
-            sp_span_attr_cint(s, "spanprof.off_cpu_time_ns",
-                              (int64_t) ctx->record->sp_off_cpu_ns);
+            sp_span_attrs_cint(&a, s, "spanprof.wall_time_ns",
+                               (int64_t) ctx->record->sp_wall_ns);
+            sp_span_attrs_cint(&a, s, "spanprof.off_cpu_time_ns",
+                               (int64_t) ctx->record->sp_off_cpu_ns);
         }
     }
 
     /* Grafana's traces-to-profiles link: the span's samples carry its id. */
     if (ctx->profiled && !ctx->unkept) {
         sp_hex_encode(hex, ctx->span_id, SP_SPAN_ID_LEN);
-        sp_span_attr_cstr(s, "pyroscope.profile.id", hex, 2 * SP_SPAN_ID_LEN);
+        sp_span_attrs_cstr(&a, s, "pyroscope.profile.id", hex,
+                           2 * SP_SPAN_ID_LEN);
     }
+
+    sp_span_attrs_close(s, a);
 
     if (dc->span_attrs != NULL) {
         attr = (spanprof_attr_t *) dc->span_attrs->elts;

@@ -396,6 +396,8 @@ sub run_mpm {
     $get->('other', $uniq->('/other/'));
     my $pp = $uniq->('/api/post-');
     $req{post} = { path => $pp, res => http_request('POST', $port, $pp, content => 'x' x 100) };
+    my $pu = $uniq->('/api/purge-');
+    $req{purge} = { path => $pu, res => http_request('PURGE', $port, $pu) };
     # server.port comes from the Host header's port, else the connection's
     # (HTTP::Tiny writes Host itself, so these go out raw)
     for my $h (['host/port', '127.0.0.1:8443'], ['host/v6', '[::1]:9443'],
@@ -604,6 +606,31 @@ sub run_mpm {
         ok $p, 'POST span' or return;
         is $p->{name}, 'POST /api/', 'POST name';
         is $p->{attrs}{'http.request.body.size'}, 100, 'request body size';
+
+        # The module's attributes are written as one row: each once, in
+        # this order (the user's OtelSpanAttr after them).
+        is_deeply $s->{attr_keys}, [qw(http.request.method url.path url.query
+            url.scheme http.route http.response.status_code server.address
+            server.port client.address client.port network.protocol.version
+            user_agent.original http.response.body.size app.tenant app.const)],
+            'GET: every attribute once, in order';
+        is_deeply $p->{attr_keys}, [qw(http.request.method url.path url.scheme
+            http.route http.response.status_code server.address server.port
+            client.address client.port network.protocol.version
+            user_agent.original http.request.body.size
+            http.response.body.size app.tenant app.const)],
+            'POST: every attribute once, in order';
+
+        # A method that is none of the standard ones: "_OTHER" and the
+        # method as sent, before the row.
+        my ($u) = $span->('purge');
+        ok $u, 'PURGE span' or return;
+        is $u->{name}, 'HTTP /api/', 'PURGE: named HTTP {route}';
+        is $u->{attrs}{'http.request.method'}, '_OTHER', 'PURGE: method _OTHER';
+        is $u->{attrs}{'http.request.method_original'}, 'PURGE', 'PURGE: method_original';
+        is_deeply [ @{ $u->{attr_keys} }[0 .. 4] ], [qw(http.request.method
+            http.request.method_original url.path url.scheme http.route)],
+            'PURGE: the method attributes first, then the row';
     };
 
     subtest 'environment: access log and CGI' => sub {

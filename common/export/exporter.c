@@ -960,10 +960,10 @@ sp_exporter_span_begin(sp_exporter_t *e)
         sp_span_queue_refuse(e->queue);     /* no memory: a drop */
         return NULL;
     }
-    /* One thread's queue (nginx): the span is written into its slot, whose
-     * reservation is the room check. Else (or without room for the largest
-     * span), a span that would not fit is not built at all (counted as a
-     * drop). */
+    /* The span is written into its queue slot, whose reservation is the
+     * room check. Without a slot (no room for the largest span; with
+     * concurrent producers, a queue half full), a span that would not fit
+     * is not built at all (counted as a drop). */
     s->place = sp_span_queue_place(e->queue);
     if (s->place == NULL && !sp_span_queue_has_room(e->queue)) {
         return NULL;

@@ -140,7 +140,9 @@ sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
 
 /* Worker side: the calling thread's span to build (sp_span_init, then
  * attributes), NULL when the queue is full (counted); span_end encodes it
- * into the queue (span.h: it is built in the wire format already). One
+ * into the queue (span.h: it is built in the wire format already, most
+ * often straight into its queue slot, which holds back the exporter until
+ * span_end: every span_begin that returns a span must be ended). One
  * span per thread at a time; with conf.loop, on the loop's thread only
  * (the queue is then a one-thread ring). */
 sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);

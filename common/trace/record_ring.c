@@ -136,7 +136,7 @@ sp_record_ring_reserve(sp_record_ring_t *r, size_t len)
 void *
 sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len)
 {
-    return r->one_thread ? reserve(r, len, 0) : NULL;
+    return reserve(r, len, 0);
 }
 
 void
@@ -146,11 +146,41 @@ sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len)
                            ((unsigned char *) rec - HDR);
     uint64_t           old = atomic_load_explicit(w, memory_order_relaxed);
     uint64_t           total = HDR + ((len + 7) & ~(size_t) 7);
+    uint64_t           h, end;
 
-    /* The last record reserved: the head was just past it. */
-    atomic_store_explicit(&r->head,
-        atomic_load_explicit(&r->head, memory_order_relaxed) - (old - total),
-        memory_order_relaxed);
+    if (total >= old) {
+        return;
+    }
+    h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (r->one_thread) {
+        /* The last record reserved: the head was just past it. */
+        atomic_store_explicit(&r->head, h - (old - total),
+                              memory_order_relaxed);
+        atomic_store_explicit(w, total, memory_order_relaxed);
+        return;
+    }
+    /* Concurrent producers. While no one has reserved after the record
+     * the head is just past it, and gives the rest back. (The head cannot
+     * be a whole ring further on: the tail waits for this record.) A
+     * consumer that read the older head finds the first word past the
+     * record zero, as free space is, since the producer wrote nothing
+     * there. */
+    end = (unsigned char *) rec - HDR - r->buf + old;
+    if ((h & r->mask) == (end & r->mask)
+        && atomic_compare_exchange_strong_explicit(&r->head, &h,
+               h - (old - total), memory_order_relaxed, memory_order_relaxed))
+    {
+        atomic_store_explicit(w, total, memory_order_relaxed);
+        return;
+    }
+    /* Others have reserved after it: the rest becomes a committed padding
+     * record, published with the record (its commit is a release store).
+     * Its bytes were never written, so they are still zero, and its
+     * release clears only its header word. */
+    atomic_store_explicit(word_at(r, (uint64_t) ((unsigned char *) w
+                                                 - r->buf) + total),
+                          (old - total) | PAD | COMMITTED,
+                          memory_order_relaxed);
     atomic_store_explicit(w, total, memory_order_relaxed);
 }
 
@@ -229,9 +259,10 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
         len = w & LEN_MASK;
         done += !(w & PAD);
         /* Zeroed before the tail moves on: producers see it clean. (One
-         * thread never peeks at a record it has not committed.) */
+         * thread never peeks at a record it has not committed.) A padding
+         * record's bytes past its header were never written. */
         if (!r->one_thread) {
-            memset(r->buf + (t & r->mask), 0, len);
+            memset(r->buf + (t & r->mask), 0, (w & PAD) ? HDR : len);
         }
         t += len;
     }

@@ -54,11 +54,14 @@ sp_record_ring_capacity(const sp_record_ring_t *r)
 /* Producer: room for len bytes (8-byte aligned), or NULL when the ring is
  * full (counted). Every reservation must be committed. */
 void *sp_record_ring_reserve(sp_record_ring_t *r, size_t len);
-/* One-thread ring only (NULL otherwise, and when len bytes do not fit,
- * without counting a drop): a record of up to len bytes, to be shrunk to
- * its real length before it is committed, with no other reservation in
- * between. A producer writes a record whose size it learns only at the
- * end straight into the ring. */
+/* A record of up to len bytes (NULL when they do not fit, without counting
+ * a drop), to be shrunk to its real length before it is committed: a
+ * producer writes a record whose size it learns only at the end straight
+ * into the ring. In a one-thread ring no other reservation may come in
+ * between. With concurrent producers the bytes past the real length must
+ * be left zero (as free space is): the head takes them back when no one
+ * has reserved since, else they become a padding record the consumer
+ * skips (and the ring holds them until it is released). */
 void *sp_record_ring_reserve_upto(sp_record_ring_t *r, size_t len);
 void sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len);
 

@@ -273,6 +273,9 @@ sp_span_attr_set_str(sp_span_t *s, const char *key, size_t klen,
         len = (size_t) (q + kv - p);
         memmove(s->wire + at, s->wire + at + len, s->wire_used - at - len);
         s->wire_used -= (uint16_t) len;
+        /* Nothing stays written past the attributes: a span built in a
+         * queue slot must leave the slot's unused end zero. */
+        memset(s->wire + s->wire_used, 0, len);
         s->nattrs--;
         break;
     }

@@ -1,3 +1,4 @@
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,6 @@ _Static_assert(SP_SPAN_WIRE + SP_SPAN_REST_MAX < 16384,
 
 struct sp_span_queue {
     sp_record_ring_t  ring;
-    sp_span_rec_t    *placed;       /* the open slot of a placed span */
     /* Counted here too: a span refused by sp_span_queue_has_room(). */
     _Atomic uint64_t  refused;
 };
@@ -31,7 +31,6 @@ sp_span_queue_create(size_t spans, int one_thread)
         return NULL;
     }
     atomic_init(&q->refused, 0);
-    q->placed = NULL;
     if (sp_record_ring_init(&q->ring, spans * SP_SPAN_QUEUE_BYTES_PER_SPAN,
                             one_thread)
         != 0)
@@ -103,26 +102,42 @@ sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
 uint8_t *
 sp_span_queue_place(sp_span_queue_t *q)
 {
-    sp_span_rec_t  *rec = sp_record_ring_reserve_upto(&q->ring, PLACE_MAX);
+    sp_span_rec_t  *rec;
 
-    q->placed = rec;
+    /* With concurrent producers a slot reserved while another producer
+     * reserves after it cannot give its unused end back before the
+     * consumer releases it: slots are taken only while the ring is less
+     * than half full, so that such ends never crowd out spans. */
+    if (!q->ring.one_thread
+        && sp_record_ring_room(&q->ring)
+           < sp_record_ring_capacity(&q->ring) / 2)
+    {
+        return NULL;
+    }
+    rec = sp_record_ring_reserve_upto(&q->ring, PLACE_MAX);
     return rec != NULL ? rec->data + PLACE_HEAD : NULL;
 }
 
 size_t
 sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span)
 {
-    sp_span_rec_t  *rec = q->placed;
+    /* The slot, from where its attributes went (several producers may
+     * have one open at once). */
+    sp_span_rec_t  *rec = (sp_span_rec_t *) (void *)
+                          (span->wire - PLACE_HEAD
+                           - offsetof(sp_span_rec_t, data));
     uint8_t        *end = sp_span_encode_rest(span,
                                               span->wire + span->wire_used);
     size_t          n = (size_t) (end - span->wire);
 
-    q->placed = NULL;
     rec->data[0] = SP_TAG(2, SP_WT_LEN);            /* ScopeSpans.spans */
     if (n < 128) {
         rec->data[1] = (uint8_t) n;
         memmove(rec->data + 2, rec->data + PLACE_HEAD, n);
         rec->len = (uint32_t) (2 + n);
+        /* With concurrent producers nothing may stay written past the
+         * record (sp_record_ring_shrink): the byte it moved from. */
+        rec->data[2 + n] = 0;
     } else {
         rec->data[1] = (uint8_t) (n | 0x80);
         rec->data[2] = (uint8_t) (n >> 7);

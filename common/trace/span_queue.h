@@ -44,11 +44,14 @@ void sp_span_queue_refuse(sp_span_queue_t *q);
  * as a drop). */
 size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
 
-/* Producer, a one-thread queue: a slot for a span built in place. Returns
- * where its attributes go (for span->place before sp_span_init), or NULL
- * (a queue with concurrent producers, or no room for the largest span:
- * then build it elsewhere and push it). A placed span must be committed
- * before anything else is queued. */
+/* Producer: a slot for a span built in place, sized for the largest span.
+ * Returns where its attributes go (for span->place before sp_span_init),
+ * or NULL when the largest span does not fit (with concurrent producers:
+ * when the queue is half full; then build it elsewhere and push it; no
+ * drop is counted). In a one-thread queue a placed span must be committed
+ * before anything else is queued; with concurrent producers it holds back
+ * the consumer until it is committed, and nothing may be written in the
+ * slot past the span (span.h keeps to this). */
 uint8_t *sp_span_queue_place(sp_span_queue_t *q);
 /* Producer: completes and queues the span built at the place above; as
  * sp_span_queue_push() but never 0. */

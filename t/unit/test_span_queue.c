@@ -5,6 +5,7 @@
  * blocking, and an uncommitted record holds back the ones after it. */
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,15 +125,59 @@ build_full(sp_span_t *s, uint64_t i)
     sp_span_set_status(s, SP_STATUS_ERROR, "bad", 3);
 }
 
+/* What the concurrent producers build: build(), and every third span an
+ * attribute overridden by a shorter one (the bytes it cut must not stay in
+ * a slot's unused end). */
+static void
+pbuild(sp_span_t *s, unsigned id, uint64_t i)
+{
+    char  big[200];
+
+    build(s, id, i);
+    if (i % 3 == 1) {
+        memset(big, 'v', sizeof(big));
+        sp_span_attr_cstr(s, "cut", big, sizeof(big));
+        sp_span_attr_set_str(s, "cut", 3, "x", 1);
+    }
+}
+
+/* Whether a record holds the span pbuild() makes, in any field order (a
+ * span built in place has its attributes first). */
+static int
+same_as_pbuilt(const sp_span_rec_t *r, unsigned id, uint64_t i)
+{
+    static sp_span_t  w;
+    static uint64_t   buf[2048];
+    sp_span_rec_t    *b = (sp_span_rec_t *) (void *) buf;
+    uint8_t          *p = b->data;
+
+    pbuild(&w, id, i);
+    *p++ = SP_TAG(2, SP_WT_LEN);
+    p = sp_wire_varint(p, sp_span_encoded_size(&w));
+    p = sp_span_encode(&w, p);
+    b->len = (uint32_t) (p - b->data);
+    return same_span(r, b);
+}
+
 static void *
 producer(void *arg)
 {
     unsigned        id = (unsigned) (uintptr_t) arg;
     sp_span_t      *s = calloc(1, sizeof(sp_span_t));
     uint64_t        i;
+    uint8_t        *place;
 
     for (i = 0; i < PER_THREAD; ) {
-        build(s, id, i);
+        /* Every other span in a slot (Apache's threads), when there is one. */
+        if (i % 2 && (place = sp_span_queue_place(q)) != NULL) {
+            s->place = place;
+            pbuild(s, id, i);
+            s->place = NULL;
+            sp_span_queue_commit_placed(q, s);
+            i++;
+            continue;
+        }
+        pbuild(s, id, i);
         if (sp_span_queue_push(q, s) == 0) {
             continue;           /* full: the consumer will catch up */
         }
@@ -311,13 +356,14 @@ main(void)
     is_int(i, 300, "one thread: 300 spans of varied size round the ring, each read back whole");
     sp_span_queue_destroy(q);
 
-    /* A span built in place (nginx's one-thread queue): written once, in
-     * its slot, attributes first; the same span as built and pushed, small
-     * ones (one length byte) and large, round the ring. */
-    q = sp_span_queue_create(64, 0);
-    ok(sp_span_queue_place(q) == NULL, "no place in a queue with concurrent producers");
-    sp_span_queue_destroy(q);
-    q = sp_span_queue_create(64, 1);
+    /* A span built in place (nginx's one-thread queue, Apache's queue of
+     * concurrent producers): written once, in its slot, attributes first;
+     * the same span as built and pushed, small ones (one length byte) and
+     * large, round the ring. */
+    for (t = 0; t < 2; t++) {
+    const char  *kind = t == 0 ? "one thread" : "concurrent producers";
+
+    q = sp_span_queue_create(64, t == 0);
     whole = 1;
     for (i = 0; i < 300; i++) {
         uint64_t  at = i == 0 ? 0 : i * 1200 + (i * 77) % 1200;
@@ -358,15 +404,117 @@ main(void)
         }
         sp_span_queue_release(q, 2);
     }
-    ok(whole, "300 spans built in place equal the same spans pushed (%d)", (int) i);
+    ok(whole, "%s: 300 spans built in place equal the same spans pushed (%d)", kind, (int) i);
     for (pushed = 0; sp_span_queue_has_room(q); pushed++) {
         build(s, 0, pushed * 1200);
         sp_span_queue_push(q, s);
     }
     dropped_before = sp_span_queue_dropped(q);
-    ok(sp_span_queue_place(q) == NULL, "a full queue has no place");
-    is_int(sp_span_queue_dropped(q), dropped_before, "and counts no drop for it (the push does)");
+    ok(sp_span_queue_place(q) == NULL, "%s: a full queue has no place", kind);
+    is_int(sp_span_queue_dropped(q), dropped_before, "%s: and counts no drop for it (the push does)", kind);
     sp_span_queue_destroy(q);
+    }
+
+    /* With concurrent producers a placed span gives its slot's unused end
+     * back, and leaves nothing written there (it is free space again,
+     * which must be zero): the byte a short span's length moved it from,
+     * the attributes an overriding one cut. */
+    q = sp_span_queue_create(64, 0);
+    whole = 1;
+    for (i = 0; i < 40; i++) {
+        uint8_t        *place = sp_span_queue_place(q), *b, *next_place;
+        sp_span_rec_t  *rec;
+        uint64_t        total, at;
+
+        if (place == NULL) {
+            whole = 0;
+            break;
+        }
+        s->place = place;
+        /* names of 11 + i bytes (37 * 973 = 1 mod 1200): spans of
+         * every length mod 8, most under 128 bytes */
+        at = i * 1200 + (973 * i) % 1200;
+        pbuild(s, 1, at);
+        s->place = NULL;
+        sp_span_queue_commit_placed(q, s);
+        rec = (sp_span_rec_t *) (void *) (place - 3 - offsetof(sp_span_rec_t, data));
+        memcpy(&total, (uint8_t *) rec - 8, 8);
+        total &= ~(uint64_t) 7;
+        for (b = (uint8_t *) rec - 8 + total; b < place + 9000; b++) {
+            whole &= *b == 0;
+        }
+        n = sp_span_queue_peek(q, out, 64);
+        whole &= n == 1 && same_as_pbuilt(out[0], 1, at);
+        if (i == 0) {
+            ok(total < 200, "a small placed span takes only its bytes in the ring (%u)", (unsigned) total);
+            next_place = sp_span_queue_place(q);
+            ok(next_place == (uint8_t *) rec - 8 + total + 8 + 4 + 3,
+               "the next slot follows it");
+            s->place = next_place;
+            build(s, 1, 0);
+            s->place = NULL;
+            sp_span_queue_commit_placed(q, s);
+            n += sp_span_queue_peek(q, out + 1, 63);
+        }
+        sp_span_queue_release(q, n);
+    }
+    ok(whole, "placed spans leave the free space zero (%d)", (int) i);
+    /* A queue at least half full has no slots for concurrent producers:
+     * an unused end left as padding (another producer reserved after the
+     * slot) cannot crowd out the spans. */
+    for (pushed = 0; ; pushed++) {
+        uint8_t  *place = sp_span_queue_place(q);
+
+        if (place == NULL) {
+            break;
+        }
+        s->place = place;
+        build(s, 0, pushed * 1200);
+        s->place = NULL;
+        sp_span_queue_commit_placed(q, s);
+        build(s, 0, pushed * 1200 + 500);
+        sp_span_queue_push(q, s);
+    }
+    for (k = 0; sp_span_queue_has_room(q); k++) {
+        build(s, 0, pushed * 1200 + 500);       /* about 500 bytes */
+        sp_span_queue_push(q, s);
+    }
+    ok(pushed > 10 && k > 40,
+       "concurrent producers: no slot once the queue is half full (%zu slots), with room for %zu spans left",
+       pushed, k);
+    sp_span_queue_destroy(q);
+
+    /* With concurrent producers a record reserved for more than it holds,
+     * after which another was reserved, leaves the rest as padding that
+     * the consumer skips, and that is zero again after its release; with
+     * none after it, the head takes the rest back. */
+    sp_record_ring_init(&r, 4096, 0);
+    a = sp_record_ring_reserve_upto(&r, 2000);
+    c = sp_record_ring_reserve(&r, 100);
+    memset(c, 0x5c, 100);
+    sp_record_ring_commit(&r, c);
+    memset(a, 0x3a, 100);
+    sp_record_ring_shrink(&r, a, 100);
+    sp_record_ring_commit(&r, a);
+    is_int(sp_record_ring_peek(&r, recs, 8), 2, "shrunk record and the one after: two records");
+    ok(recs[0] == a && recs[1] == c, "the padding between them skipped");
+    sp_record_ring_release(&r, 2);
+    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
+        whole &= r.buf[k] == 0;
+    }
+    ok(whole, "all bytes zero after the release");
+    a = sp_record_ring_reserve_upto(&r, 2000);
+    memset(a, 0x3a, 100);
+    sp_record_ring_shrink(&r, a, 100);
+    c = sp_record_ring_reserve(&r, 100);
+    ok((unsigned char *) c == (unsigned char *) a + 104 + 8,
+       "nothing reserved after it: the next record follows the shrunk one");
+    sp_record_ring_commit(&r, a);
+    sp_record_ring_commit(&r, c);
+    is_int(sp_record_ring_peek(&r, recs, 8), 2, "both read");
+    sp_record_ring_release(&r, 2);
+    sp_record_ring_free(&r);
+    whole = 1;
 
     sp_record_ring_init(&r, 4096, 1);
     for (i = 0; i < 40; i++) {
@@ -402,7 +550,7 @@ main(void)
             {
                 in_order = 0;
             } else {
-                whole &= intact(out[k], d->kind, next[d->kind]);
+                whole &= same_as_pbuilt(out[k], d->kind, next[d->kind]);
                 next[d->kind]++;
             }
             opentelemetry__proto__trace__v1__span__free_unpacked(d, NULL);
