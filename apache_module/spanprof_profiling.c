@@ -56,7 +56,13 @@ APLOG_USE_MODULE(spanprof);
 
 static int                    spanprof_sampling_on;
 static int                    spanprof_alloc_hooked;
-static __thread int           spanprof_thread_state;   /* 1 ok, -1 failed */
+/* A thread's profiling: 0 not set up yet, SPANPROF_THREAD_FAILED, or
+ * SPANPROF_THREAD_OK with SPANPROF_THREAD_WALL while its wall timer is
+ * switched on (spanprof_wall_serving). */
+#define SPANPROF_THREAD_OK      1
+#define SPANPROF_THREAD_WALL    2
+#define SPANPROF_THREAD_FAILED  (-1)
+static __thread int           spanprof_thread_state;
 static ap_filter_rec_t       *spanprof_bind_filter;
 static ap_filter_rec_t       *spanprof_c2_end_filter;
 
@@ -87,13 +93,13 @@ spanprof_thread_serves(void)
 
     /* Its wall time counts only while it serves a request. */
     if (sp_sampler_thread_register_on_demand() != 0) {
-        spanprof_thread_state = -1;
+        spanprof_thread_state = SPANPROF_THREAD_FAILED;
         ap_log_error(APLOG_MARK, APLOG_ERR, errno, spanprof_main_server,
                      "spanprof: the CPU timer of a thread could not be set; "
                      "its requests are not profiled");
         return;
     }
-    spanprof_thread_state = 1;
+    spanprof_thread_state = SPANPROF_THREAD_OK;
 }
 
 
@@ -180,7 +186,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     dc = spanprof_dir_conf(r);
-    if (!spanprof_profiles(r, dc) || spanprof_thread_state != 1) {
+    if (!spanprof_profiles(r, dc) || spanprof_thread_state <= 0) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             if (sp_thread_ctx_current() == ctx->record) {
@@ -252,12 +258,26 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 
 /* The thread serves a profiled request (1) or no longer (0): its wall
  * timer runs only meanwhile (sampler.h), so that a thread waiting for a
- * connection or a keep-alive request is never woken. */
+ * connection or a keep-alive request is never woken. Called at each
+ * request's start and end and around each keep-alive wait: with wall
+ * sampling off (the types the sampler has now, which the control API may
+ * change) nothing is switched on, and a thread whose timer was not
+ * switched on has nothing to switch off; no call into the sampler. */
 void
 spanprof_wall_serving(int on)
 {
-    if (spanprof_sampling_on && spanprof_thread_state == 1) {
-        sp_sampler_wall_active(on);
+    int  *st = &spanprof_thread_state;
+
+    if (on) {
+        if (*st == SPANPROF_THREAD_OK && spanprof_sampling_on
+            && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
+        {
+            sp_sampler_wall_active(1);
+            *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
+        }
+    } else if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
+        sp_sampler_wall_active(0);
+        *st = SPANPROF_THREAD_OK;
     }
 }
 
@@ -354,7 +374,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
         && !cc->active->logged)
     {
         spanprof_thread_serves();
-        if (spanprof_thread_state == 1) {
+        if (spanprof_thread_state > 0) {
             sp_thread_ctx_attach(cc->active->record);
             spanprof_wall_serving(1);
         }
@@ -370,7 +390,7 @@ spanprof_bind_output(ap_filter_t *f, apr_bucket_brigade *bb)
     spanprof_ctx_t  *ctx = f->ctx;
 
     if (ctx != NULL && ctx->profiled && !ctx->logged
-        && spanprof_thread_state == 1)
+        && spanprof_thread_state > 0)
     {
         sp_thread_ctx_attach(ctx->record);
     }
