@@ -201,12 +201,14 @@ typedef struct {
         const char          *path;            /* unix socket, or NULL */
     }                        attempts[SPANPROF_MAX_ATTEMPTS];
 
-    /* The labels of this request's CPU samples (OTEP 4947 record), and
-     * the route and method its span name was made of, when whole: the
-     * record is kept if they are still the request's. */
+    /* The labels of this request's CPU samples (OTEP 4947 record), the
+     * name (spanprof_names_t's) and flags it holds, and the method whose
+     * index the name was looked up with: the record is rewritten only
+     * when they change (spanprof_profile_request). */
     sp_thread_ctx_record_t  *record;            /* from sp_record_pool */
-    const char              *record_route;
+    const char              *record_name;
     const char              *record_method;
+    uint8_t                  record_mi;
     uint8_t                  record_flags;
 } spanprof_ctx_t;
 

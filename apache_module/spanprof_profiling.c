@@ -56,7 +56,13 @@ APLOG_USE_MODULE(spanprof);
 
 static int                    spanprof_sampling_on;
 static int                    spanprof_alloc_hooked;
-static __thread int           spanprof_thread_state;   /* 1 ok, -1 failed */
+/* A thread's profiling: 0 not set up yet, SPANPROF_THREAD_FAILED, or
+ * SPANPROF_THREAD_OK with SPANPROF_THREAD_WALL while its wall timer is
+ * switched on (spanprof_wall_serving). */
+#define SPANPROF_THREAD_OK      1
+#define SPANPROF_THREAD_WALL    2
+#define SPANPROF_THREAD_FAILED  (-1)
+static __thread int           spanprof_thread_state;
 static ap_filter_rec_t       *spanprof_bind_filter;
 static ap_filter_rec_t       *spanprof_c2_end_filter;
 
@@ -87,13 +93,13 @@ spanprof_thread_serves(void)
 
     /* Its wall time counts only while it serves a request. */
     if (sp_sampler_thread_register_on_demand() != 0) {
-        spanprof_thread_state = -1;
+        spanprof_thread_state = SPANPROF_THREAD_FAILED;
         ap_log_error(APLOG_MARK, APLOG_ERR, errno, spanprof_main_server,
                      "spanprof: the CPU timer of a thread could not be set; "
                      "its requests are not profiled");
         return;
     }
-    spanprof_thread_state = 1;
+    spanprof_thread_state = SPANPROF_THREAD_OK;
 }
 
 
@@ -169,18 +175,18 @@ spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced)
 void
 spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 {
-    int                         mi, serving;
+    int                         mi;
     uint8_t                     flags;
-    const char                 *route;
     const spanprof_names_t     *names;
     const spanprof_dir_conf_t  *dc;
+    sp_thread_ctx_record_t     *rec;
 
     if (!spanprof_sampling_on) {
         return;
     }
 
     dc = spanprof_dir_conf(r);
-    if (!spanprof_profiles(r, dc) || spanprof_thread_state != 1) {
+    if (!spanprof_profiles(r, dc) || spanprof_thread_state <= 0) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             if (sp_thread_ctx_current() == ctx->record) {
@@ -190,61 +196,58 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         return;
     }
 
-    /* Called up to three times per request (post_read_request,
-     * translate_name, fixups): a record made for the same route, method
-     * and flags holds what a new one would. */
-    route = spanprof_route(r);
+    /* The name is a lookup (spanprof_names); the method's index is kept
+     * from the request's first call while r->method stays. */
+    mi = ctx->record != NULL && ctx->record_method == r->method
+         ? ctx->record_mi : spanprof_method_index(r);
+    names = spanprof_names(dc);
     flags = spanprof_flags(ctx);
-    if (ctx->profiled && ctx->record != NULL && ctx->record_route == route
-        && ctx->record_method == r->method && ctx->record_flags == flags)
-    {
-        if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {
-            ctx->record->sp_keep = 1;
-        }
-        if (sp_thread_ctx_current() != ctx->record) {
-            sp_thread_ctx_attach(ctx->record);
-        }
-        return;
-    }
+    rec = ctx->record;
 
-    /* Readers follow the pointer only: never rewrite an attached record.
-     * Attached here, it was made on this thread for this request, which
-     * turned the thread's wall timer on then. */
-    serving = ctx->profiled && ctx->record != NULL
-              && sp_thread_ctx_current() == ctx->record;
-    if (serving) {
-        sp_thread_ctx_detach();
-    }
-    if (ctx->record == NULL) {
+    if (rec == NULL) {
         /* Never freed memory: mod_http2 frees a stream's pool on another
          * thread than the h2 worker that ran it, which may still point its
          * labels here (spanprof_ctx_cleanup gives the record back). */
-        ctx->record = sp_record_pool_get();
-        if (ctx->record == NULL) {
+        rec = sp_record_pool_get();
+        if (rec == NULL) {
             ctx->profiled = 0;
             return;
         }
+        ctx->record = rec;
         /* Its own trailing fields add up over the request (keep rules). */
-        ctx->record->sp_cpu_ns = 0;
-        ctx->record->sp_keep = 0;
-        ctx->record->sp_wall_ns = 0;
-        ctx->record->sp_off_cpu_ns = 0;
+        rec->sp_cpu_ns = 0;
+        rec->sp_keep = 0;
+        rec->sp_wall_ns = 0;
+        rec->sp_off_cpu_ns = 0;
+        ctx->record_name = NULL;
     }
-    mi = spanprof_method_index(r);
-    names = spanprof_names(dc);
-    sp_thread_ctx_record_init(ctx->record, ctx->trace_id, ctx->span_id,
-                              flags, names->name[mi], names->len[mi]);
-    ctx->record_route = route;
-    ctx->record_method = r->method;
-    ctx->record_flags = flags;
+
+    /* Called up to three times per request (post_read_request,
+     * translate_name, fixups): the ids stay, the name may change with the
+     * route (translate_name) and the flags with the sampling decision.
+     * Refilled in place, attached or not: the record is invalid while it
+     * is written (sp_thread_ctx_record_init), so a sample taken meanwhile
+     * on this thread, or by a profiler that stops it, has no labels and
+     * never half a name. Its trailing fields (the CPU time so far) stay. */
+    if (!ctx->profiled || ctx->record_name != names->name[mi]
+        || ctx->record_flags != flags)
+    {
+        sp_thread_ctx_record_init(rec, ctx->trace_id, ctx->span_id, flags,
+                                  names->name[mi], names->len[mi]);
+        ctx->record_name = names->name[mi];
+        ctx->record_method = r->method;
+        ctx->record_mi = (uint8_t) mi;
+        ctx->record_flags = flags;
+        ctx->profiled = 1;
+    }
+
     /* Once some section's keep rules applied, the samples wait for the
      * verdict, which the final settings give. */
     if (!sp_keep_rules_all(&dc->keep) && sp_keep_started()) {
-        ctx->record->sp_keep = 1;
+        rec->sp_keep = 1;
     }
-    ctx->profiled = 1;
-    sp_thread_ctx_attach(ctx->record);
-    if (!serving) {
+    if (sp_thread_ctx_current() != rec) {
+        sp_thread_ctx_attach(rec);
         spanprof_wall_serving(1);
     }
 }
@@ -252,12 +255,26 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 
 /* The thread serves a profiled request (1) or no longer (0): its wall
  * timer runs only meanwhile (sampler.h), so that a thread waiting for a
- * connection or a keep-alive request is never woken. */
+ * connection or a keep-alive request is never woken. Called at each
+ * request's start and end and around each keep-alive wait: with wall
+ * sampling off (the types the sampler has now, which the control API may
+ * change) nothing is switched on, and a thread whose timer was not
+ * switched on has nothing to switch off; no call into the sampler. */
 void
 spanprof_wall_serving(int on)
 {
-    if (spanprof_sampling_on && spanprof_thread_state == 1) {
-        sp_sampler_wall_active(on);
+    int  *st = &spanprof_thread_state;
+
+    if (on) {
+        if (*st == SPANPROF_THREAD_OK && spanprof_sampling_on
+            && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
+        {
+            sp_sampler_wall_active(1);
+            *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
+        }
+    } else if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
+        sp_sampler_wall_active(0);
+        *st = SPANPROF_THREAD_OK;
     }
 }
 
@@ -354,7 +371,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
         && !cc->active->logged)
     {
         spanprof_thread_serves();
-        if (spanprof_thread_state == 1) {
+        if (spanprof_thread_state > 0) {
             sp_thread_ctx_attach(cc->active->record);
             spanprof_wall_serving(1);
         }
@@ -370,7 +387,7 @@ spanprof_bind_output(ap_filter_t *f, apr_bucket_brigade *bb)
     spanprof_ctx_t  *ctx = f->ctx;
 
     if (ctx != NULL && ctx->profiled && !ctx->logged
-        && spanprof_thread_state == 1)
+        && spanprof_thread_state > 0)
     {
         sp_thread_ctx_attach(ctx->record);
     }

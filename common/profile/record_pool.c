@@ -5,7 +5,8 @@
 
 #include "common/profile/record_pool.h"
 
-#define SP_RECORD_POOL_SLAB  64
+#define SP_RECORD_POOL_SLAB   64
+#define SP_RECORD_POOL_CACHE  2
 
 /* The record first, so that a record's address is its entry's. */
 typedef struct sp_record_entry_s  sp_record_entry_t;
@@ -23,12 +24,29 @@ struct sp_record_slab_s {
     sp_record_entry_t   entries[SP_RECORD_POOL_SLAB];
 };
 
+/* A thread's own few free records: a request's record is usually given
+ * back on the thread that took it (its pool's cleanup), which takes one
+ * again for its next request, with no lock either way. state: 0 not set
+ * up yet, 1 in use (the thread-exit destructor is registered), -1 no
+ * cache (the key could not be made, or the thread is exiting). Never
+ * read by a signal handler. */
+typedef struct {
+    sp_record_entry_t  *e[SP_RECORD_POOL_CACHE];
+    unsigned            n;
+    int                 state;
+} sp_record_cache_t;
+
 static pthread_mutex_t     sp_record_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_record_slab_t   *sp_record_pool_slabs;
 static sp_record_entry_t  *sp_record_pool_head;     /* oldest free */
 static sp_record_entry_t  *sp_record_pool_tail;
 static size_t              sp_record_pool_made;
 static size_t              sp_record_pool_free;
+
+static __thread sp_record_cache_t  sp_record_cache;
+static pthread_once_t      sp_record_pool_once = PTHREAD_ONCE_INIT;
+static pthread_key_t       sp_record_pool_key;
+static int                 sp_record_pool_key_ok;
 
 
 /* Called with the lock held: a new slab, never freed, on the free list. */
@@ -61,10 +79,60 @@ sp_record_pool_grow(void)
 }
 
 
+/* Called with the lock held. */
+static void
+sp_record_pool_append(sp_record_entry_t *e)
+{
+    e->next = NULL;
+    if (sp_record_pool_tail != NULL) {
+        sp_record_pool_tail->next = e;
+    } else {
+        sp_record_pool_head = e;
+    }
+    sp_record_pool_tail = e;
+    sp_record_pool_free++;
+}
+
+
+/* A thread that exits (an MPM's or mod_http2's worker) gives its cached
+ * records back to the shared list; a record it took and still holds for
+ * a request is given back by that request's cleanup, on any thread. */
+static void
+sp_record_pool_thread_exit(void *data)
+{
+    unsigned            i;
+    sp_record_cache_t  *c = data;
+
+    pthread_mutex_lock(&sp_record_pool_lock);
+    for (i = 0; i < c->n; i++) {
+        sp_record_pool_append(c->e[i]);
+    }
+    pthread_mutex_unlock(&sp_record_pool_lock);
+    c->n = 0;
+    /* A cleanup that gives a record back later in this thread's exit
+     * puts it on the shared list. */
+    c->state = -1;
+}
+
+
+static void
+sp_record_pool_make_key(void)
+{
+    sp_record_pool_key_ok =
+        pthread_key_create(&sp_record_pool_key, sp_record_pool_thread_exit)
+        == 0;
+}
+
+
 sp_thread_ctx_record_t *
 sp_record_pool_get(void)
 {
     sp_record_entry_t  *e = NULL;
+    sp_record_cache_t  *c = &sp_record_cache;
+
+    if (c->n > 0) {
+        return &c->e[--c->n]->rec;
+    }
 
     pthread_mutex_lock(&sp_record_pool_lock);
     if (sp_record_pool_head != NULL || sp_record_pool_grow() == 0) {
@@ -85,6 +153,7 @@ void
 sp_record_pool_put(sp_thread_ctx_record_t *rec)
 {
     sp_record_entry_t  *e = (sp_record_entry_t *) rec;
+    sp_record_cache_t  *c = &sp_record_cache;
 
     if (rec == NULL) {
         return;
@@ -95,15 +164,21 @@ sp_record_pool_put(sp_thread_ctx_record_t *rec)
     rec->valid = 0;
     atomic_thread_fence(memory_order_seq_cst);
 
-    pthread_mutex_lock(&sp_record_pool_lock);
-    e->next = NULL;
-    if (sp_record_pool_tail != NULL) {
-        sp_record_pool_tail->next = e;
-    } else {
-        sp_record_pool_head = e;
+    if (c->state == 0) {
+        /* This thread's first record given back: its cache is handed to
+         * the shared list when it exits. */
+        pthread_once(&sp_record_pool_once, sp_record_pool_make_key);
+        c->state = sp_record_pool_key_ok
+                   && pthread_setspecific(sp_record_pool_key, c) == 0
+                   ? 1 : -1;
     }
-    sp_record_pool_tail = e;
-    sp_record_pool_free++;
+    if (c->state == 1 && c->n < SP_RECORD_POOL_CACHE) {
+        c->e[c->n++] = e;
+        return;
+    }
+
+    pthread_mutex_lock(&sp_record_pool_lock);
+    sp_record_pool_append(e);
     pthread_mutex_unlock(&sp_record_pool_lock);
 }
 

@@ -11,10 +11,14 @@
  * a released record reads a record marked invalid, or a later request's
  * labels, but never freed memory: the SIGPROF handler cannot crash on it.
  *
- * Records come from slabs of the process's lifetime; released ones are
- * reused oldest first, so a stale reader is most likely to find its record
- * still invalid. Thread-safe (a mutex); not async-signal-safe: call from
- * request code only, never from a signal handler. */
+ * Records come from slabs of the process's lifetime. A thread keeps the
+ * last two it gave back for its own next requests (no lock: a request's
+ * record is usually taken and given back on one thread), and hands them
+ * to the shared list when it exits; other released ones are reused
+ * oldest first, so a stale reader on another thread is likely to find
+ * its record still invalid. Thread-safe (a mutex on the shared list);
+ * not async-signal-safe: call from request code only, never from a
+ * signal handler (which never reads the thread's cache either). */
 
 /* A record, with valid == 0, or NULL when memory is exhausted. */
 sp_thread_ctx_record_t *sp_record_pool_get(void);
@@ -23,7 +27,8 @@ sp_thread_ctx_record_t *sp_record_pool_get(void);
  * thread. NULL is ignored. */
 void sp_record_pool_put(sp_thread_ctx_record_t *rec);
 
-/* Counters, for tests: records made so far, and records free now. */
+/* Counters, for tests: records made so far, and records free now on the
+ * shared list (not those in live threads' caches, at most two a thread). */
 void sp_record_pool_stats(size_t *made, size_t *free_now);
 
 #endif

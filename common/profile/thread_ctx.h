@@ -57,8 +57,11 @@ typedef struct {
 
 extern __thread sp_thread_ctx_record_t *otel_thread_ctx_v1;
 
-/* Fills a record, which must not be attached now (readers only follow
- * the pointer); the span name is truncated to fit. */
+/* Fills a record; the span name is truncated to fit. The record is
+ * marked invalid while it is written (signal fences around): a record
+ * attached to the calling thread may be refilled, its SIGPROF handler or
+ * a profiler that stops the thread then reads it invalid or whole, never
+ * half-written. One attached to another running thread must not be. */
 void sp_thread_ctx_record_init(sp_thread_ctx_record_t *rec,
     const uint8_t trace_id[SP_TRACE_ID_LEN],
     const uint8_t span_id[SP_SPAN_ID_LEN], uint8_t trace_flags,

@@ -1,9 +1,11 @@
 /* The thread context record pool: a record comes out invalid and owned by
  * one taker at a time, a given-back record is marked invalid and stays
  * readable (never freed: ASan would report a stale read of freed memory),
- * given-back records are reused oldest first, and under threads taking and
- * giving back at once no record has two owners and the slabs stay bounded
- * by the most records in use. */
+ * a thread reuses the last two records it gave back (its cache) before
+ * the shared list, where given-back records are reused oldest first, an
+ * exiting thread hands its cache back, and under threads taking and giving
+ * back at once no record has two owners and the slabs stay bounded by the
+ * most records in use. */
 
 #include <pthread.h>
 #include <stdint.h>
@@ -58,9 +60,9 @@ main(void)
 {
     static const uint8_t     tid[SP_TRACE_ID_LEN] = { 1 };
     static const uint8_t     sid[SP_SPAN_ID_LEN] = { 2 };
-    sp_thread_ctx_record_t  *a, *b, *c;
+    sp_thread_ctx_record_t  *a, *b, *c, *d, *e;
     pthread_t                th[THREADS];
-    size_t                   made, free_now, i;
+    size_t                   made, free_now, i, held_here;
     int                      distinct = 1;
 
     a = sp_record_pool_get();
@@ -75,24 +77,48 @@ main(void)
     ok(a->trace_id[0] == 1, "... and reads memory that was not freed");
 
     sp_record_pool_stats(&made, &free_now);
-    ok(made > 1 && free_now == made, "all %zu records free again", made);
+    ok(made > 1 && free_now == made - 1, "%zu records free on the shared "
+       "list, the one given back in this thread's cache", free_now);
+    b = sp_record_pool_get();
+    ok(b == a, "this thread takes the record it gave back first");
+    c = sp_record_pool_get();
+    ok(c != a, "... and then one from the shared list");
+    d = sp_record_pool_get();
+    e = sp_record_pool_get();
+    sp_record_pool_put(a);
+    sp_record_pool_put(c);
+    sp_record_pool_put(d);
+    sp_record_pool_stats(&made, &free_now);
+    ok(free_now == made - 3, "the cache holds two records: a third given "
+       "back goes to the shared list");
+    b = sp_record_pool_get();
+    ok(b == c && sp_record_pool_get() == a,
+       "the cache is reused last in, first out");
 
-    /* Oldest first: every other free record is handed out before a. */
+    /* The shared list, oldest first: c goes there last (the cache is
+     * full), so every other free record is handed out before it. */
+    sp_record_pool_put(e);
+    sp_record_pool_put(a);
+    sp_record_pool_put(c);
+    ok(sp_record_pool_get() == a && sp_record_pool_get() == e,
+       "the cache holds the first two given back");
+    sp_record_pool_stats(&made, &free_now);
     for (i = 0; i + 1 < free_now; i++) {
         b = sp_record_pool_get();
-        if (b == a) {
+        if (b == c) {
             distinct = 0;
         }
     }
     ok(distinct, "the record given back last is reused last");
-    c = sp_record_pool_get();
-    ok(c == a, "... once the older ones are taken");
+    b = sp_record_pool_get();
+    ok(b == c, "... once the older ones are taken");
     sp_record_pool_stats(&made, &free_now);
     is_int(free_now, 0, "none free");
     b = sp_record_pool_get();
-    ok(b != NULL && b != a, "an empty pool grows a slab");
+    ok(b != NULL && b != a && b != c, "an empty pool grows a slab");
     sp_record_pool_put(NULL);
     ok(1, "giving back NULL is ignored");
+    held_here = made + 1;
 
     for (i = 0; i < THREADS; i++) {
         pthread_create(&th[i], NULL, churn, (void *) (uintptr_t) (i + 1));
@@ -104,7 +130,13 @@ main(void)
            "two owners", THREADS);
     sp_record_pool_stats(&made, &free_now);
     ok(made <= 2 * 64, "no slab beyond the two made before: "
-       "%d in use at most (%zu made)", THREADS * HELD, made);
+       "%d in use at most, %d in caches (%zu made)", THREADS * HELD,
+       THREADS * 2, made);
+    /* This thread holds every record of the first slab and b; the exited
+     * threads' caches went back to the shared list. */
+    ok(free_now == made - held_here, "the exited threads' caches were "
+       "given back: %zu free of %zu made, %zu held here", free_now, made,
+       held_here);
 
     return done_testing();
 }
