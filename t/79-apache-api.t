@@ -101,6 +101,10 @@ for my $mpm (apache_mpms()) {
                                 && $sum->($js, 'samples_taken') > 0 && $sum->($js, 'profiles_exported') > 0 }),
             sprintf('counters moved: %d spans exported, %d samples, %d profiles',
                     map { $sum->($js, $_) } qw(spans_exported samples_taken profiles_exported));
+        # Each child that profiled a request made its label records, a slab at a time.
+        my $lr = $sum->($js, 'label_records');
+        ok $lr >= 64 && $lr % 64 == 0, "label_records $lr: slabs of 64 made by the profiling children";
+        is $sum->($js, 'label_records_failed'), 0, 'label_records_failed 0';
 
         $r = http_get($port, '/api?format=prometheus');
         like $r->{headers}{'content-type'} // '', qr{^text/plain; version=0\.0\.4}, 'Prometheus content type';

@@ -11,6 +11,7 @@
 #include "common/profile/load_shedder.h"
 #include "common/profile/profile_export.h"
 #include "common/profile/profile_truncate.h"
+#include "common/profile/record_pool.h"
 #include "common/profile/sampler.h"
 
 #define MS  1000000ull
@@ -91,6 +92,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
     sp_profile_export_drop_stats_t  ds;
     sp_alloc_sampler_stats_t     as;
     sp_alloc_hooks_stats_t       hs;
+    size_t                       made, free_now, failed;
     int                  running = sp_sampler_running();
 
     memset(st, 0, sizeof(*st));
@@ -175,6 +177,9 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_memory_uninstall_timeouts] = hs.uninstall_timeouts;
         st->v[SP_ST_memory_pinned] = hs.pinned;
     }
+    sp_record_pool_stats(&made, &free_now, &failed);
+    st->v[SP_ST_label_records] = made;
+    st->v[SP_ST_label_records_failed] = failed;
     st->v[SP_ST_applied_generation] = applied_generation;
 }
 

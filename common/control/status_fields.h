@@ -44,6 +44,10 @@
       "Hook removals that timed out waiting for threads (module pinned)")     \
     X(memory_pinned, GAUGE,                                                   \
       "1 when the module pinned itself in memory (could not unhook safely)")  \
+    X(label_records, GAUGE,                                                   \
+      "Label records made (held for the process's life; Apache)")            \
+    X(label_records_failed, COUNTER,                                          \
+      "Requests left unlabelled: no memory for their label record")           \
     X(spans_started, COUNTER,                                                 \
       "Spans begun by requests (queued or dropped because the queue was full)") \
     X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \

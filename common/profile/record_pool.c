@@ -42,6 +42,7 @@ static sp_record_entry_t  *sp_record_pool_head;     /* oldest free */
 static sp_record_entry_t  *sp_record_pool_tail;
 static size_t              sp_record_pool_made;
 static size_t              sp_record_pool_free;
+static size_t              sp_record_pool_failed;  /* no record: no memory */
 
 static __thread sp_record_cache_t  sp_record_cache;
 static pthread_once_t      sp_record_pool_once = PTHREAD_ONCE_INIT;
@@ -143,6 +144,8 @@ sp_record_pool_get(void)
         }
         e->next = NULL;
         sp_record_pool_free--;
+    } else {
+        sp_record_pool_failed++;
     }
     pthread_mutex_unlock(&sp_record_pool_lock);
     return e != NULL ? &e->rec : NULL;
@@ -184,10 +187,11 @@ sp_record_pool_put(sp_thread_ctx_record_t *rec)
 
 
 void
-sp_record_pool_stats(size_t *made, size_t *free_now)
+sp_record_pool_stats(size_t *made, size_t *free_now, size_t *failed)
 {
     pthread_mutex_lock(&sp_record_pool_lock);
     *made = sp_record_pool_made;
     *free_now = sp_record_pool_free;
+    *failed = sp_record_pool_failed;
     pthread_mutex_unlock(&sp_record_pool_lock);
 }

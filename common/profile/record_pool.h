@@ -27,8 +27,10 @@ sp_thread_ctx_record_t *sp_record_pool_get(void);
  * thread. NULL is ignored. */
 void sp_record_pool_put(sp_thread_ctx_record_t *rec);
 
-/* Counters, for tests: records made so far, and records free now on the
- * shared list (not those in live threads' caches, at most two a thread). */
-void sp_record_pool_stats(size_t *made, size_t *free_now);
+/* Records made so far (memory held for the process's lifetime: the status
+ * API's label_records), records free now on the shared list (not those in
+ * live threads' caches, at most two a thread), and gets that found no
+ * memory (label_records_failed: those requests go unlabelled). */
+void sp_record_pool_stats(size_t *made, size_t *free_now, size_t *failed);
 
 #endif

@@ -62,7 +62,7 @@ main(void)
     static const uint8_t     sid[SP_SPAN_ID_LEN] = { 2 };
     sp_thread_ctx_record_t  *a, *b, *c, *d, *e;
     pthread_t                th[THREADS];
-    size_t                   made, free_now, i, held_here;
+    size_t                   made, free_now, failed, i, held_here;
     int                      distinct = 1;
 
     a = sp_record_pool_get();
@@ -76,7 +76,7 @@ main(void)
     ok(a->valid == 0, "given back: a stale reader sees it invalid");
     ok(a->trace_id[0] == 1, "... and reads memory that was not freed");
 
-    sp_record_pool_stats(&made, &free_now);
+    sp_record_pool_stats(&made, &free_now, &failed);
     ok(made > 1 && free_now == made - 1, "%zu records free on the shared "
        "list, the one given back in this thread's cache", free_now);
     b = sp_record_pool_get();
@@ -88,7 +88,7 @@ main(void)
     sp_record_pool_put(a);
     sp_record_pool_put(c);
     sp_record_pool_put(d);
-    sp_record_pool_stats(&made, &free_now);
+    sp_record_pool_stats(&made, &free_now, &failed);
     ok(free_now == made - 3, "the cache holds two records: a third given "
        "back goes to the shared list");
     b = sp_record_pool_get();
@@ -102,7 +102,7 @@ main(void)
     sp_record_pool_put(c);
     ok(sp_record_pool_get() == a && sp_record_pool_get() == e,
        "the cache holds the first two given back");
-    sp_record_pool_stats(&made, &free_now);
+    sp_record_pool_stats(&made, &free_now, &failed);
     for (i = 0; i + 1 < free_now; i++) {
         b = sp_record_pool_get();
         if (b == c) {
@@ -112,7 +112,7 @@ main(void)
     ok(distinct, "the record given back last is reused last");
     b = sp_record_pool_get();
     ok(b == c, "... once the older ones are taken");
-    sp_record_pool_stats(&made, &free_now);
+    sp_record_pool_stats(&made, &free_now, &failed);
     is_int(free_now, 0, "none free");
     b = sp_record_pool_get();
     ok(b != NULL && b != a && b != c, "an empty pool grows a slab");
@@ -128,7 +128,7 @@ main(void)
     }
     is_int(overlaps, 0, "%d threads taking and giving back: no record had "
            "two owners", THREADS);
-    sp_record_pool_stats(&made, &free_now);
+    sp_record_pool_stats(&made, &free_now, &failed);
     ok(made <= 2 * 64, "no slab beyond the two made before: "
        "%d in use at most, %d in caches (%zu made)", THREADS * HELD,
        THREADS * 2, made);
@@ -137,6 +137,7 @@ main(void)
     ok(free_now == made - held_here, "the exited threads' caches were "
        "given back: %zu free of %zu made, %zu held here", free_now, made,
        held_here);
+    is_int(failed, 0, "no get went without a record");
 
     return done_testing();
 }
