@@ -1126,6 +1126,8 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     }
     spanprof_mark_active(s);
     spanprof_globals.env_named = spanprof_names_env(ap_conftree);
+    spanprof_globals.scheme_hooked = ap_hook_get_http_scheme() != NULL
+                                     && ap_hook_get_http_scheme()->nelts > 1;
 
     /* OTEL_* variables fill what the directives left unset. */
     if ((spanprof_globals.used || sc->endpoint != NULL)

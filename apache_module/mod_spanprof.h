@@ -233,6 +233,10 @@ typedef struct {
      * handler phase too (translate_name, log_transaction), not only at
      * fixups for the handlers (CGI, SSI, FastCGI...). */
     int                  env_named;
+    /* A module besides http_core hooks http_scheme (mod_ssl): the span's
+     * url.scheme asks the hook; else it is http_core's answer, from the
+     * server's ServerName scheme (spanprof_span.c). */
+    int                  scheme_hooked;
 } spanprof_globals_t;
 
 

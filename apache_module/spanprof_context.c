@@ -131,7 +131,9 @@ spanprof_get_ctx(request_rec *r, int create)
                                   apr_pool_cleanup_null);
     }
     ap_set_module_config(orig->request_config, &spanprof_module, ctx);
-    ap_set_module_config(r->request_config, &spanprof_module, ctx);
+    if (orig != r) {
+        ap_set_module_config(r->request_config, &spanprof_module, ctx);
+    }
     return ctx;
 }
 

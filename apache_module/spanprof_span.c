@@ -313,12 +313,39 @@ spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
 }
 
 
+/* ap_http_scheme(r) without running the hook when http_core's is the only
+ * one (no mod_ssl): its answer, "https" for a server whose ServerName says
+ * https://, else "http". */
+static APR_INLINE const char *
+spanprof_scheme(request_rec *r, size_t *len)
+{
+    const char  *v;
+
+    if (!spanprof_globals.scheme_hooked) {
+        v = r->server->server_scheme;
+        if (v != NULL && v[0] == 'h' && strcmp(v, "https") == 0) {
+            *len = 5;
+            return "https";
+        }
+        *len = 4;
+        return "http";
+    }
+    v = ap_http_scheme(r);
+    if (v == NULL) {
+        v = "http";
+    }
+    *len = strlen(v);
+    return v;
+}
+
+
 static void
 spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
     char                        hex[2 * SP_SPAN_ID_LEN];
     const char                 *v, *q, *route, *err;
+    size_t                      len;
     apr_off_t                   body;
     int                         i, mi;
     spanprof_headers_t          h;
@@ -341,7 +368,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         sp_span_set_tracestate(s, ctx->tracestate, strlen(ctx->tracestate));
     }
 
-    route = spanprof_route(last);
+    route = dc->route_set ? dc->route : NULL;     /* spanprof_route(last) */
 
     mi = spanprof_method_index(r);
     names = spanprof_names(dc);
@@ -373,26 +400,19 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
                            spanprof_method_len[mi]);
     }
 
-    /* The target as the client sent it, before any rewrite. */
+    /* The target as the client sent it, before any rewrite: one pass
+     * finds both the path's end and the query. */
     if (r->unparsed_uri != NULL && r->unparsed_uri[0] != '\0') {
-        q = strchr(r->unparsed_uri, '?');
-        if (q != NULL) {
-            sp_span_attrs_cstr(&a, s, "url.path", r->unparsed_uri,
-                               q - r->unparsed_uri);
-            if (q[1] != '\0') {
-                spanprof_url_query(&a, s, dc, q + 1);
-            }
-        } else {
-            sp_span_attrs_cstr(&a, s, "url.path", r->unparsed_uri,
-                               strlen(r->unparsed_uri));
+        q = strchrnul(r->unparsed_uri, '?');
+        sp_span_attrs_cstr(&a, s, "url.path", r->unparsed_uri,
+                           q - r->unparsed_uri);
+        if (q[0] == '?' && q[1] != '\0') {
+            spanprof_url_query(&a, s, dc, q + 1);
         }
     }
 
-    v = ap_http_scheme(r);
-    if (v == NULL) {
-        v = "http";
-    }
-    sp_span_attrs_cstr(&a, s, "url.scheme", v, strlen(v));
+    v = spanprof_scheme(r, &len);
+    sp_span_attrs_cstr(&a, s, "url.scheme", v, len);
 
     if (route) {
         sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);

@@ -244,6 +244,37 @@ EOF
     $ap->stop;
 };
 
+# url.scheme is ap_http_scheme()'s answer; without mod_ssl (no module but
+# http_core hooks it) the module gives http_core's answer itself: "https"
+# for a host whose ServerName says https://. With mod_ssl loaded (its hook
+# declines on a host without SSLEngine) the hook is asked: the same.
+for my $mods ([], ['ssl']) {
+    subtest 'url.scheme from ServerName' . (@$mods ? ' (mod_ssl loaded)' : '') => sub {
+        my $ap = start_apache(mpm => 'event', receiver => $recv, modules => $mods, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+<VirtualHost 127.0.0.1:%%PORT%%>
+    ServerName https://secure.test
+    OtelTrace On
+</VirtualHost>
+<VirtualHost 127.0.0.1:%%PORT2%%>
+    OtelTrace On
+</VirtualHost>
+EOF
+        my $tag = @$mods ? 'ssl' : 'plain';
+        http_get($ap->port, "/scheme/$tag/https");
+        http_get($ap->port2, "/scheme/$tag/http");
+        for my $want (qw(https http)) {
+            my ($sv) = wait_for_spans($recv, 1, 10,
+                filter => sub { ($_[0]{attrs}{'url.path'} // '') eq "/scheme/$tag/$want" });
+            ok $sv, "$want host: SERVER span" or next;
+            is $sv->{attrs}{'url.scheme'}, $want, "$want host: url.scheme";
+        }
+        $ap->stop;
+    };
+}
+
 # A <Location> of the main server applies to virtual hosts that set
 # nothing themselves: they are not taken for untraced.
 subtest 'a main-server section traces in a virtual host' => sub {
