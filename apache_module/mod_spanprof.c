@@ -84,14 +84,21 @@ spanprof_create_dir_conf(apr_pool_t *p, char *dir)
 static void *
 spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 {
+    int                   i;
     spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
 
-    dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
     /* httpd merges every request's <Location> sections: those that only
      * carry a route are a copy (what the fields below give when add sets
-     * nothing). */
+     * nothing), made once per host it applies to (spanprof_premerge). */
     if (add->route_only) {
+        for (i = 0; i < add->nmerged; i++) {
+            if (add->merged[i].base == base) {
+                return add->merged[i].merged;       /* read only */
+            }
+        }
+        dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
         *dc = *base;
+        dc->nmerged = 0;
         if (!base->keep_set) {
             dc->keep = SP_KEEP_RULES_DEFAULT;
         }
@@ -101,6 +108,8 @@ spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
         dc->route_only = 0;
         return dc;
     }
+    dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
+    dc->nmerged = 0;
     if (add->trace != SPANPROF_UNSET) {
         dc->trace = add->trace;
         dc->trace_expr = add->trace_expr;
@@ -1017,6 +1026,47 @@ spanprof_mark_routes(apr_pool_t *pconf, server_rec *s)
 }
 
 
+/* The route-only <Location> sections merged ahead onto the settings of
+ * each host they apply to (its lookup_defaults: what httpd merges them onto
+ * unless a <Directory> or <Files> of the request set something of ours), once the
+ * settings are final: the per-request merge is then a lookup. */
+static void
+spanprof_premerge(apr_pool_t *pconf, server_rec *s)
+{
+    int                    i, j;
+    void                  *base;
+    core_server_config    *sconf;
+    ap_conf_vector_t     **sec;
+    spanprof_dir_conf_t   *dc;
+
+    for (; s != NULL; s = s->next) {
+        sconf = ap_get_core_module_config(s->module_config);
+        base = ap_get_module_config(s->lookup_defaults, &spanprof_module);
+        if (sconf == NULL || sconf->sec_url == NULL || base == NULL) {
+            continue;
+        }
+        sec = (ap_conf_vector_t **) sconf->sec_url->elts;
+        for (i = 0; i < sconf->sec_url->nelts; i++) {
+            dc = ap_get_module_config(sec[i], &spanprof_module);
+            if (dc == NULL || !dc->route_only
+                || dc->nmerged == SPANPROF_PREMERGED)
+            {
+                continue;
+            }
+            for (j = 0; j < dc->nmerged && dc->merged[j].base != base; j++) {
+                /* void */
+            }
+            if (j < dc->nmerged) {
+                continue;           /* a main-server section seen before */
+            }
+            dc->merged[j].merged = spanprof_merge_dir_conf(pconf, base, dc);
+            dc->merged[j].base = base;
+            dc->nmerged++;
+        }
+    }
+}
+
+
 /* Whether a section (with the sections nested in it: <Files>, <If>)
  * traces, propagates or profiles. */
 static int
@@ -1168,6 +1218,9 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                      "OtelExporterBatchCount (%d) is more than 65536 spans",
                      size, count);
         return !OK;
+    }
+    if (spanprof_globals.used) {
+        spanprof_premerge(pconf, s);
     }
     return OK;
 }

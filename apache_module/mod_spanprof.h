@@ -120,6 +120,10 @@ typedef struct {
 } spanprof_attr_t;
 
 
+/* A route-only <Location>'s merges made ahead, at most (for the first
+ * hosts it applies to; the others' requests merge it as before). */
+#define SPANPROF_PREMERGED  4
+
 /* Per directory/location; merged like httpd's own modules. */
 typedef struct {
     int                  trace;            /* SPANPROF_UNSET, 0, 1, _EXPR */
@@ -148,6 +152,14 @@ typedef struct {
     /* Made for the route alone (no directive of ours in the section):
      * merged as a copy of the base with this route. */
     int                  route_only;
+    /* Of a route-only section: its merges onto the settings of the hosts
+     * it applies to, made once after the configuration is read (httpd
+     * merges it per request, nearly always onto its host's own). */
+    int                  nmerged;
+    struct {
+        const void      *base;
+        void            *merged;
+    }                    merged[SPANPROF_PREMERGED];
 } spanprof_dir_conf_t;
 
 /* The settings trace, propagate or profile (merged or a section's own). */

@@ -275,6 +275,44 @@ EOF
     };
 }
 
+# A main-server <Location> with nothing of ours is merged per request as
+# a copy of its host's settings with its route, made ahead once per host
+# (spanprof_premerge): each host's request must get its own host's
+# settings, and a <Directory> of ours under it (another base) too.
+subtest 'a route-only <Location> shared by virtual hosts' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv,
+        files => { map { ("htdocs/shared/$_" => "x\n") } qw(one two dir/x) }, conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+<Location /shared/>
+</Location>
+<Directory %%PREFIX%%/htdocs/shared/dir>
+    OtelSpanAttr app.host dir
+</Directory>
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+    OtelSpanAttr app.host one
+</VirtualHost>
+<VirtualHost 127.0.0.1:%%PORT2%%>
+    OtelTrace On
+    OtelSpanAttr app.host two
+</VirtualHost>
+EOF
+    my %want = ('/shared/one' => 'one', '/shared/two' => 'two', '/shared/dir/x' => 'dir');
+    http_get($ap->port, '/shared/one');
+    http_get($ap->port2, '/shared/two');
+    http_get($ap->port2, '/shared/dir/x');
+    for my $path (sort keys %want) {
+        my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq $path });
+        ok $sv, "$path: SERVER span" or next;
+        is $sv->{attrs}{'app.host'}, $want{$path}, "$path: its host's (or directory's) OtelSpanAttr";
+        is $sv->{attrs}{'http.route'}, '/shared/', "$path: http.route";
+        is $sv->{name}, 'GET /shared/', "$path: name";
+    }
+    $ap->stop;
+};
+
 # A <Location> of the main server applies to virtual hosts that set
 # nothing themselves: they are not taken for untraced.
 subtest 'a main-server section traces in a virtual host' => sub {
