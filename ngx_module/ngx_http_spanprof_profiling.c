@@ -881,6 +881,14 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     if (ngx_http_spanprof_attached() == &ctx->record) {
         ngx_http_spanprof_detach();
     }
+    if (!ctx->record_made) {
+        /* The counters add up over internal redirects: zeroed once. */
+        ctx->record.sp_cpu_ns = 0;
+        ctx->record.sp_keep = 0;
+        ctx->record.sp_wall_ns = 0;
+        ctx->record.sp_off_cpu_ns = 0;
+        ctx->record_made = 1;
+    }
     len = ngx_http_spanprof_default_name(r, name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,
                               ngx_http_spanprof_flags(ctx),
