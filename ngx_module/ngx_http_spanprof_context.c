@@ -436,7 +436,11 @@ ngx_http_spanprof_resolve(ngx_http_request_t *r)
 
     r = r->main;
 
-    ctx = ngx_http_spanprof_get_ctx(r, 1);
+    /* Normally made at post-read: no call to look it up. */
+    ctx = ngx_http_get_module_ctx(r, ngx_http_spanprof_module);
+    if (ctx == NULL) {
+        ctx = ngx_http_spanprof_get_ctx(r, 1);
+    }
     if (ctx == NULL || ctx->resolved) {
         return ctx;
     }
