@@ -101,16 +101,22 @@ ngx_http_spanprof_get_ctx(ngx_http_request_t *r, ngx_flag_t create)
         return NULL;
     }
 
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_spanprof_ctx_t));
-    if (ctx == NULL) {
-        return NULL;
-    }
-    cln = ngx_pool_cleanup_add(r->pool, 0);
+    /* The cleanup entry and the context in one allocation, linked as
+     * ngx_pool_cleanup_add() links it. Only the fields before the labels'
+     * record start zeroed: the record is made (and its counters zeroed)
+     * when the request is first profiled. */
+    cln = ngx_palloc(r->pool, sizeof(ngx_pool_cleanup_t)
+                              + sizeof(ngx_http_spanprof_ctx_t));
     if (cln == NULL) {
         return NULL;
     }
+    ctx = (ngx_http_spanprof_ctx_t *) (cln + 1);
+    ngx_memzero(ctx, offsetof(ngx_http_spanprof_ctx_t, record));
+
     cln->handler = ngx_http_spanprof_ctx_cleanup;
     cln->data = ctx;
+    cln->next = r->pool->cleanup;
+    r->pool->cleanup = cln;
 
     ctx->start_ns = sp_now_ns();
     ctx->body_size = r->headers_in.content_length_n;
@@ -430,7 +436,11 @@ ngx_http_spanprof_resolve(ngx_http_request_t *r)
 
     r = r->main;
 
-    ctx = ngx_http_spanprof_get_ctx(r, 1);
+    /* Normally made at post-read: no call to look it up. */
+    ctx = ngx_http_get_module_ctx(r, ngx_http_spanprof_module);
+    if (ctx == NULL) {
+        ctx = ngx_http_spanprof_get_ctx(r, 1);
+    }
     if (ctx == NULL || ctx->resolved) {
         return ctx;
     }

@@ -164,12 +164,15 @@ typedef struct {
     unsigned                     profiled:1;
     /* Its keep rules did not keep it: its span has no profile id. */
     unsigned                     unkept:1;
+    /* Its labels' record was made (and its counters zeroed) once. */
+    unsigned                     record_made:1;
     /* When its keep verdict read the clock: the span's end. */
     uint64_t                     end_ns;
 
     /* The labels of this request's CPU samples (OTEP 4947 record), and
      * the location and method its span name was made for, when whole:
-     * the span reuses it if they are still the request's. */
+     * the span reuses it if they are still the request's. Not zeroed
+     * with the context (get_ctx): read only once profiled is set. */
     sp_thread_ctx_record_t       record;
     void                        *record_loc;
     u_char                      *record_method;

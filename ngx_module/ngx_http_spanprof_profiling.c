@@ -854,19 +854,30 @@ ngx_http_spanprof_profiles(ngx_http_request_t *r,
 
 
 /* Called at the rewrite phase (again after internal redirects): decides
- * whether the request is profiled in its location and fills its record. */
+ * whether the request is profiled in its location and fills its record.
+ * The check for a process that samples comes before the frame with the
+ * name's buffer (and its stack protector): tracing alone pays a compare. */
+static void ngx_http_spanprof_profile_location(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx) __attribute__((noinline));
+
 void
 ngx_http_spanprof_profile_request(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx)
+{
+    if (ngx_http_spanprof_sampling) {
+        ngx_http_spanprof_profile_location(r, ctx);
+    }
+}
+
+
+static void
+ngx_http_spanprof_profile_location(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx)
 {
     size_t                         len;
     u_char                         name[SP_HTTP_SPAN_NAME_LEN];
     const char                    *kept;
     ngx_http_spanprof_loc_conf_t  *lcf;
-
-    if (!ngx_http_spanprof_sampling) {
-        return;
-    }
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_spanprof_module);
     if (!ngx_http_spanprof_profiles(r, lcf)) {
@@ -880,6 +891,14 @@ ngx_http_spanprof_profile_request(ngx_http_request_t *r,
     /* Readers follow the pointer only: never rewrite an attached record. */
     if (ngx_http_spanprof_attached() == &ctx->record) {
         ngx_http_spanprof_detach();
+    }
+    if (!ctx->record_made) {
+        /* The counters add up over internal redirects: zeroed once. */
+        ctx->record.sp_cpu_ns = 0;
+        ctx->record.sp_keep = 0;
+        ctx->record.sp_wall_ns = 0;
+        ctx->record.sp_off_cpu_ns = 0;
+        ctx->record_made = 1;
     }
     len = ngx_http_spanprof_default_name(r, name, sizeof(name));
     sp_thread_ctx_record_init(&ctx->record, ctx->trace_id, ctx->span_id,

@@ -430,6 +430,12 @@ ngx_http_spanprof_peer_attrs(sp_span_t *s, unsigned owner, ngx_str_t *peer)
 }
 
 
+/* Kept out of ngx_http_spanprof_export(): inlined, its buffer gave every
+ * request's export a large frame and a stack protector check. */
+static void ngx_http_spanprof_client_span(ngx_http_request_t *r,
+    ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t server_end_ns)
+    __attribute__((noinline));
+
 static void
 ngx_http_spanprof_client_span(ngx_http_request_t *r,
     ngx_http_spanprof_ctx_t *ctx, sp_span_t *s, uint64_t server_end_ns)

@@ -37,6 +37,7 @@ server {
     add_header X-Span-Id $otel_span_id always;
     location /alpha { spanprof_burn alpha 400; }
     location /beta  { otel_profiling off; spanprof_burn beta 200; }
+    location /cheap { return 200; }
     # a few ms of CPU after the requests under test, so that the interval
     # holding their end has samples and is exported
     location /tick  { otel_trace off; otel_profiling off; spanprof_burn beta 3; }
@@ -55,12 +56,15 @@ my $ngx  = start_nginx(receiver => $recv, burn => 1,
 my $t0 = time;
 my $ra = http_get($ngx->port, '/alpha');
 my $rb = http_get($ngx->port, '/beta');
+# after /alpha's 400 ms: its request pool's memory is likely reused
+my $rc = http_get($ngx->port, '/cheap');
 my $t_end = time;
 my ($covered, @samples) = wait_otlp_covering($recv, $t_end, 15,
     poke => sub { http_get($ngx->port, '/tick') });
 my @spans = sync_spans($recv, $ngx->port);
 my ($sa) = by_path('/alpha', @spans);
 my ($sb) = by_path('/beta', @spans);
+my ($sc) = by_path('/cheap', @spans);
 my %span_by_id = map { $_->{span_id} => $_ } server_spans(@spans);
 my %names = map { $_->{span_id} => "$_->{name} $_->{attrs}{'url.path'}" } server_spans(@spans);
 
@@ -150,6 +154,19 @@ subtest 'pyroscope.profile.id; otel_profiling off is not labelled' => sub {
     my @beta_linked = grep { sample_span($_) ne '' } @beta;
     is total(@beta_linked), 0, "no sample with $BETA on the stack carries any span"
         or diag stacks_summary(\@beta_linked, 10, names => \%names);
+};
+
+# A profiled request's CPU time starts at zero: its record's counters are
+# zeroed when it is first profiled, not carried from memory a request before
+# it used (the context is allocated without clearing its record).
+subtest 'a cheap request after a busy one: its own CPU time' => sub {
+    ok $sa, 'SERVER span of /alpha received' or return;
+    ok $sc, 'SERVER span of /cheap received' or return diag span_summary(@spans);
+    ok exists $sc->{attrs}{'spanprof.cpu_time_ns'}, '/cheap: spanprof.cpu_time_ns';
+    my $cpu = $sc->{attrs}{'spanprof.cpu_time_ns'} // -1;
+    ok $cpu >= 0 && $cpu < 100e6, "/cheap: spanprof.cpu_time_ns $cpu < 100 ms (/alpha's: "
+        . ($sa->{attrs}{'spanprof.cpu_time_ns'} // 'none') . ')';
+    ok !exists $sc->{attrs}{'spanprof.wall_time_ns'}, '/cheap: no wall time (wall sampling off)';
 };
 
 # 4. linked ids are ids of exported SERVER spans

@@ -213,9 +213,37 @@ test_name_place(void)
 }
 
 
+/* sp_wire_copy (wire.h), which every attribute value goes through: each
+ * length copies exactly its bytes, none before or after (its short
+ * copies overlap: 1 to 3 bytes by first, middle and last). */
+static void
+test_wire_copy(void)
+{
+    uint8_t  src[64], dst[80];
+    size_t   n, i, bad = 0;
+
+    for (i = 0; i < sizeof(src); i++) {
+        src[i] = (uint8_t) (i * 7 + 1);
+    }
+    for (n = 0; n <= sizeof(src); n++) {
+        memset(dst, 0xee, sizeof(dst));
+        sp_wire_copy(dst + 8, src, n);
+        for (i = 0; i < sizeof(dst); i++) {
+            if (dst[i] != (i >= 8 && i < 8 + n ? src[i - 8] : 0xee)) {
+                bad++;
+                printf("# length %zu: byte %zu is %#x\n", n, i, dst[i]);
+                break;
+            }
+        }
+    }
+    ok(bad == 0, "sp_wire_copy: lengths 0 to 64 copy their bytes only");
+}
+
+
 int
 main(void)
 {
+    test_wire_copy();
     test_known_method();
     test_span_name();
     test_span_method();
