@@ -53,6 +53,10 @@ OtelProfilingRate 1000
 OtelServiceName apache-write-completion
 OtelTrace On
 OtelProfiling On
+# A small send buffer: the last write is done when at most ~128 KiB are
+# still in flight, not megabytes of autotuned buffer the slow client
+# drains after the span ended (the end checks below compare with it).
+SendBufferSize 65536
 <Location /burn>
     SetHandler spanprof-burn
 </Location>
