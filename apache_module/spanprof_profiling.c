@@ -66,6 +66,8 @@ static __thread int           spanprof_thread_state;
 static ap_filter_rec_t       *spanprof_bind_filter;
 static ap_filter_rec_t       *spanprof_c2_end_filter;
 
+static void spanprof_thread_arm(void);
+
 
 int
 spanprof_sampling(void)
@@ -78,11 +80,31 @@ spanprof_sampling(void)
 void
 spanprof_thread_serves(void)
 {
-    sigset_t  set;
-
-    if (!spanprof_sampling_on || spanprof_thread_state != 0) {
-        return;
+    if (spanprof_sampling_on && spanprof_thread_state == 0) {
+        spanprof_thread_arm();
     }
+}
+
+
+/* A new request starts on this thread (post_read_request): nothing else
+ * runs here now; its timer is armed on its first request. One call and
+ * one access to the thread's state for both. */
+void
+spanprof_request_starts(void)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+        if (spanprof_thread_state == 0) {
+            spanprof_thread_arm();
+        }
+    }
+}
+
+
+static void
+spanprof_thread_arm(void)
+{
+    sigset_t  set;
 
     /* httpd's threaded MPMs block every asynchronous signal in their
      * threads; the timer's SIGPROF is directed at this thread. */
@@ -178,6 +200,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     int                         mi;
     uint8_t                     flags;
     const spanprof_names_t     *names;
+    int                        *st;
     const spanprof_dir_conf_t  *dc;
     sp_thread_ctx_record_t     *rec;
 
@@ -186,7 +209,8 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     dc = spanprof_dir_conf(r);
-    if (!spanprof_profiles(r, dc) || spanprof_thread_state <= 0) {
+    st = &spanprof_thread_state;
+    if (!spanprof_profiles(r, dc) || *st <= 0) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             if (sp_thread_ctx_current() == ctx->record) {
@@ -248,7 +272,32 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
     if (sp_thread_ctx_current() != rec) {
         sp_thread_ctx_attach(rec);
-        spanprof_wall_serving(1);
+        /* spanprof_wall_serving(1), with the thread's state at hand */
+        if (*st == SPANPROF_THREAD_OK
+            && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
+        {
+            sp_sampler_wall_active(1);
+            *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
+        }
+    }
+}
+
+
+/* The request is done (the end of its log_transaction): the thread's
+ * labels are cleared and its wall timer, if on, switched off; the thread
+ * waits for the next one. */
+void
+spanprof_request_ends(void)
+{
+    int  *st;
+
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+        st = &spanprof_thread_state;
+        if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
+            sp_sampler_wall_active(0);
+            *st = SPANPROF_THREAD_OK;
+        }
     }
 }
 
