@@ -333,6 +333,15 @@ spanprof_flags(const spanprof_ctx_t *ctx)
            | (ctx->random ? SP_TRACE_FLAG_RANDOM : 0);
 }
 
+/* r's method index (spanprof_names_t), the one the labels' record kept
+ * while r->method is the same string: the span needs it again. */
+static APR_INLINE int
+spanprof_ctx_method_index(request_rec *r, const spanprof_ctx_t *ctx)
+{
+    return ctx->record != NULL && ctx->record_method == r->method
+           ? ctx->record_mi : spanprof_method_index(r);
+}
+
 /* OtelTrace On, or its expression true for r. */
 static APR_INLINE int
 spanprof_traced(request_rec *r, const spanprof_dir_conf_t *dc)

@@ -343,7 +343,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 
     route = spanprof_route(last);
 
-    mi = spanprof_method_index(r);
+    mi = spanprof_ctx_method_index(r, ctx);
     names = spanprof_names(dc);
 
     v = NULL;
