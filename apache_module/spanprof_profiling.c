@@ -222,8 +222,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 
     /* The name is a lookup (spanprof_names); the method's index is kept
      * from the request's first call while r->method stays. */
-    mi = ctx->record != NULL && ctx->record_method == r->method
-         ? ctx->record_mi : spanprof_method_index(r);
+    mi = spanprof_ctx_method_index(r, ctx);
     names = spanprof_names(dc);
     flags = spanprof_flags(ctx);
     rec = ctx->record;
@@ -283,21 +282,29 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 }
 
 
+/* Labels cleared, wall timer off: the thread waits (the end of a
+ * request, a keep-alive wait, a closed connection). */
+static inline void
+spanprof_unlabel(void)
+{
+    int  *st = &spanprof_thread_state;
+
+    sp_thread_ctx_detach();
+    if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
+        sp_sampler_wall_active(0);
+        *st = SPANPROF_THREAD_OK;
+    }
+}
+
+
 /* The request is done (the end of its log_transaction): the thread's
  * labels are cleared and its wall timer, if on, switched off; the thread
  * waits for the next one. */
 void
 spanprof_request_ends(void)
 {
-    int  *st;
-
     if (spanprof_sampling_on) {
-        sp_thread_ctx_detach();
-        st = &spanprof_thread_state;
-        if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
-            sp_sampler_wall_active(0);
-            *st = SPANPROF_THREAD_OK;
-        }
+        spanprof_unlabel();
     }
 }
 
@@ -388,8 +395,7 @@ static int
 spanprof_pre_close_connection(conn_rec *c)
 {
     if (spanprof_sampling_on) {
-        sp_thread_ctx_detach();
-        spanprof_wall_serving(0);
+        spanprof_unlabel();
     }
     return OK;
 }
@@ -399,8 +405,7 @@ static void
 spanprof_suspend_connection(conn_rec *c, request_rec *r)
 {
     if (spanprof_sampling_on) {
-        sp_thread_ctx_detach();
-        spanprof_wall_serving(0);
+        spanprof_unlabel();
     }
 }
 
@@ -415,7 +420,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
     }
     sp_thread_ctx_detach();
 
-    cc = spanprof_conn(c, 0);
+    cc = ap_get_module_config(c->conn_config, &spanprof_module);
     if (cc != NULL && cc->active != NULL && cc->active->profiled
         && !cc->active->logged)
     {
