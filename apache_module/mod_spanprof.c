@@ -1241,10 +1241,7 @@ spanprof_post_read_request(request_rec *r)
     }
 
     /* A new request on this thread: nothing else runs here now. */
-    if (spanprof_sampling()) {
-        sp_thread_ctx_detach();
-        spanprof_thread_serves();
-    }
+    spanprof_request_starts();
 
     /* The span's start is when httpd began reading the request. */
     ctx = spanprof_get_ctx(r, 1);
@@ -1402,10 +1399,8 @@ spanprof_log_transaction(request_rec *r)
 
     if (saved != NULL && saved != ctx->record) {
         sp_thread_ctx_attach(saved);
-    } else if (spanprof_sampling()) {
-        sp_thread_ctx_detach();
-        /* the request is done: the thread waits for the next one */
-        spanprof_wall_serving(0);
+    } else {
+        spanprof_request_ends();
     }
     return DECLINED;
 }

@@ -285,7 +285,6 @@ spanprof_conn_t *spanprof_conn(conn_rec *c, int create);
 void spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx);
 spanprof_ctx_t *spanprof_resolve(request_rec *r);
 int spanprof_trace_expr(request_rec *r, const spanprof_dir_conf_t *dc);
-uint8_t spanprof_flags(spanprof_ctx_t *ctx);
 const uint8_t *spanprof_client_span_id(spanprof_ctx_t *ctx);
 const char *spanprof_traceparent(spanprof_ctx_t *ctx);
 void spanprof_inject(request_rec *r, spanprof_ctx_t *ctx);
@@ -333,11 +332,31 @@ int spanprof_profiling_start(server_rec *s, spanprof_srv_conf_t *sc);
 void spanprof_profiling_stop(void);
 int spanprof_sampling(void);
 void spanprof_thread_serves(void);
+void spanprof_request_starts(void);
+void spanprof_request_ends(void);
 void spanprof_wall_serving(int on);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);
+
+/* The request's W3C trace-flags byte. Inline: the labels' record is
+ * (re)filled with it up to three times per request. */
+static APR_INLINE uint8_t
+spanprof_flags(const spanprof_ctx_t *ctx)
+{
+    return (ctx->sampled ? SP_TRACE_FLAG_SAMPLED : 0)
+           | (ctx->random ? SP_TRACE_FLAG_RANDOM : 0);
+}
+
+/* r's method index (spanprof_names_t), the one the labels' record kept
+ * while r->method is the same string: the span needs it again. */
+static APR_INLINE int
+spanprof_ctx_method_index(request_rec *r, const spanprof_ctx_t *ctx)
+{
+    return ctx->record != NULL && ctx->record_method == r->method
+           ? ctx->record_mi : spanprof_method_index(r);
+}
 
 /* OtelTrace On, or its expression true for r. */
 static APR_INLINE int

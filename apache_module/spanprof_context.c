@@ -46,6 +46,10 @@ spanprof_ctx_cleanup(void *data)
      * freed, only marked invalid and given back. */
     sp_record_pool_put(ctx->record);
     ctx->record = NULL;
+    /* log_transaction let go of the connection already */
+    if (ctx->logged) {
+        return APR_SUCCESS;
+    }
     cc = spanprof_conn(ctx->r->connection, 0);
     if (cc != NULL && cc->active == ctx) {
         cc->active = NULL;
@@ -416,14 +420,6 @@ spanprof_client_span_id(spanprof_ctx_t *ctx)
         ctx->client_span = 1;
     }
     return ctx->client_span_id;
-}
-
-
-uint8_t
-spanprof_flags(spanprof_ctx_t *ctx)
-{
-    return (ctx->sampled ? SP_TRACE_FLAG_SAMPLED : 0)
-           | (ctx->random ? SP_TRACE_FLAG_RANDOM : 0);
 }
 
 

@@ -66,6 +66,8 @@ static __thread int           spanprof_thread_state;
 static ap_filter_rec_t       *spanprof_bind_filter;
 static ap_filter_rec_t       *spanprof_c2_end_filter;
 
+static void spanprof_thread_arm(void);
+
 
 int
 spanprof_sampling(void)
@@ -78,11 +80,31 @@ spanprof_sampling(void)
 void
 spanprof_thread_serves(void)
 {
-    sigset_t  set;
-
-    if (!spanprof_sampling_on || spanprof_thread_state != 0) {
-        return;
+    if (spanprof_sampling_on && spanprof_thread_state == 0) {
+        spanprof_thread_arm();
     }
+}
+
+
+/* A new request starts on this thread (post_read_request): nothing else
+ * runs here now; its timer is armed on its first request. One call and
+ * one access to the thread's state for both. */
+void
+spanprof_request_starts(void)
+{
+    if (spanprof_sampling_on) {
+        sp_thread_ctx_detach();
+        if (spanprof_thread_state == 0) {
+            spanprof_thread_arm();
+        }
+    }
+}
+
+
+static void
+spanprof_thread_arm(void)
+{
+    sigset_t  set;
 
     /* httpd's threaded MPMs block every asynchronous signal in their
      * threads; the timer's SIGPROF is directed at this thread. */
@@ -178,6 +200,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     int                         mi;
     uint8_t                     flags;
     const spanprof_names_t     *names;
+    int                        *st;
     const spanprof_dir_conf_t  *dc;
     sp_thread_ctx_record_t     *rec;
 
@@ -186,7 +209,8 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     dc = spanprof_dir_conf(r);
-    if (!spanprof_profiles(r, dc) || spanprof_thread_state <= 0) {
+    st = &spanprof_thread_state;
+    if (!spanprof_profiles(r, dc) || *st <= 0) {
         if (ctx->profiled) {
             ctx->profiled = 0;
             if (sp_thread_ctx_current() == ctx->record) {
@@ -198,8 +222,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 
     /* The name is a lookup (spanprof_names); the method's index is kept
      * from the request's first call while r->method stays. */
-    mi = ctx->record != NULL && ctx->record_method == r->method
-         ? ctx->record_mi : spanprof_method_index(r);
+    mi = spanprof_ctx_method_index(r, ctx);
     names = spanprof_names(dc);
     flags = spanprof_flags(ctx);
     rec = ctx->record;
@@ -248,7 +271,40 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
     if (sp_thread_ctx_current() != rec) {
         sp_thread_ctx_attach(rec);
-        spanprof_wall_serving(1);
+        /* spanprof_wall_serving(1), with the thread's state at hand */
+        if (*st == SPANPROF_THREAD_OK
+            && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
+        {
+            sp_sampler_wall_active(1);
+            *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
+        }
+    }
+}
+
+
+/* Labels cleared, wall timer off: the thread waits (the end of a
+ * request, a keep-alive wait, a closed connection). */
+static inline void
+spanprof_unlabel(void)
+{
+    int  *st = &spanprof_thread_state;
+
+    sp_thread_ctx_detach();
+    if (*st == (SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL)) {
+        sp_sampler_wall_active(0);
+        *st = SPANPROF_THREAD_OK;
+    }
+}
+
+
+/* The request is done (the end of its log_transaction): the thread's
+ * labels are cleared and its wall timer, if on, switched off; the thread
+ * waits for the next one. */
+void
+spanprof_request_ends(void)
+{
+    if (spanprof_sampling_on) {
+        spanprof_unlabel();
     }
 }
 
@@ -339,8 +395,7 @@ static int
 spanprof_pre_close_connection(conn_rec *c)
 {
     if (spanprof_sampling_on) {
-        sp_thread_ctx_detach();
-        spanprof_wall_serving(0);
+        spanprof_unlabel();
     }
     return OK;
 }
@@ -350,8 +405,7 @@ static void
 spanprof_suspend_connection(conn_rec *c, request_rec *r)
 {
     if (spanprof_sampling_on) {
-        sp_thread_ctx_detach();
-        spanprof_wall_serving(0);
+        spanprof_unlabel();
     }
 }
 
@@ -366,7 +420,7 @@ spanprof_resume_connection(conn_rec *c, request_rec *r)
     }
     sp_thread_ctx_detach();
 
-    cc = spanprof_conn(c, 0);
+    cc = ap_get_module_config(c->conn_config, &spanprof_module);
     if (cc != NULL && cc->active != NULL && cc->active->profiled
         && !cc->active->logged)
     {

@@ -370,7 +370,7 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
 
     route = dc->route_set ? dc->route : NULL;     /* spanprof_route(last) */
 
-    mi = spanprof_method_index(r);
+    mi = spanprof_ctx_method_index(r, ctx);
     names = spanprof_names(dc);
 
     v = NULL;
