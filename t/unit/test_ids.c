@@ -33,6 +33,22 @@ cmp_span(const void *a, const void *b)
 }
 
 
+/* Sorts both tables and counts the ids equal to their neighbour. */
+static int
+count_duplicates(void)
+{
+    int  i, dup = 0;
+
+    qsort(trace_ids, N_IDS, SP_TRACE_ID_LEN, cmp_trace);
+    qsort(span_ids, N_IDS, SP_SPAN_ID_LEN, cmp_span);
+    for (i = 1; i < N_IDS; i++) {
+        dup += memcmp(trace_ids[i - 1], trace_ids[i], SP_TRACE_ID_LEN) == 0;
+        dup += memcmp(span_ids[i - 1], span_ids[i], SP_SPAN_ID_LEN) == 0;
+    }
+    return dup;
+}
+
+
 static void
 test_generate(void)
 {
@@ -97,14 +113,7 @@ test_generate(void)
         is_int(min_distinct, 256, "every trace-id byte takes all 256 values");
     }
 
-    qsort(trace_ids, N_IDS, SP_TRACE_ID_LEN, cmp_trace);
-    qsort(span_ids, N_IDS, SP_SPAN_ID_LEN, cmp_span);
-
-    dup = 0;
-    for (i = 1; i < N_IDS; i++) {
-        dup += memcmp(trace_ids[i - 1], trace_ids[i], SP_TRACE_ID_LEN) == 0;
-        dup += memcmp(span_ids[i - 1], span_ids[i], SP_SPAN_ID_LEN) == 0;
-    }
+    dup = count_duplicates();
     is_int(dup, 0, "no duplicate among %d trace and span ids", N_IDS);
 }
 
@@ -357,13 +366,7 @@ test_generate_both(void)
     }
     is_int(zero, 0, "sp_ids_generate: no all-zero id");
 
-    qsort(trace_ids, N_IDS, SP_TRACE_ID_LEN, cmp_trace);
-    qsort(span_ids, N_IDS, SP_SPAN_ID_LEN, cmp_span);
-    dup = 0;
-    for (i = 1; i < N_IDS; i++) {
-        dup += memcmp(trace_ids[i - 1], trace_ids[i], SP_TRACE_ID_LEN) == 0;
-        dup += memcmp(span_ids[i - 1], span_ids[i], SP_SPAN_ID_LEN) == 0;
-    }
+    dup = count_duplicates();
     is_int(dup, 0, "sp_ids_generate: no duplicate among %d pairs", N_IDS);
 
     child_both = 1;
