@@ -1,0 +1,196 @@
+/* A thread registered on demand (httpd's workers, nginx's pool threads)
+ * switching between active and idle many times makes no system call per
+ * switch: no timer_settime and no read of its CPU clock (both counted here
+ * by wrapping libc's), only the rare re-arm after its timer stopped while
+ * idle. Its wall samples still come while it is active, none while it is
+ * idle, and an idle stretch is not counted as off-CPU time. */
+
+#define _GNU_SOURCE
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "common/profile/sampler.h"
+
+static _Atomic unsigned long  n_settime, n_cpu_reads;
+
+int
+timer_settime(timer_t t, int flags, const struct itimerspec *v,
+              struct itimerspec *o)
+{
+    static int (*real)(timer_t, int, const struct itimerspec *,
+                       struct itimerspec *);
+
+    if (real == NULL) {
+        real = dlsym(RTLD_NEXT, "timer_settime");
+    }
+    atomic_fetch_add(&n_settime, 1);
+    return real(t, flags, v, o);
+}
+
+int
+clock_gettime(clockid_t id, struct timespec *tp)
+{
+    static int (*real)(clockid_t, struct timespec *);
+
+    if (real == NULL) {
+        real = dlsym(RTLD_NEXT, "clock_gettime");
+    }
+    if (id == CLOCK_THREAD_CPUTIME_ID) {
+        atomic_fetch_add(&n_cpu_reads, 1);
+    }
+    return real(id, tp);
+}
+
+static volatile uint64_t  sink;
+
+static uint64_t
+mono_ns(void)
+{
+    struct timespec  t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t) t.tv_sec * 1000000000u + (uint64_t) t.tv_nsec;
+}
+
+/* Spins for ms of wall time (on CPU as much as the machine lets it). */
+static void
+spin(uint64_t ms)
+{
+    uint64_t  end = mono_ns() + ms * 1000000, x = 1;
+
+    while (mono_ns() < end) {
+        for (int i = 0; i < 1000; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+        }
+        sink = x;
+    }
+}
+
+/* Sleeps ms of wall time: a wall signal ends a nanosleep early. */
+static void
+nap(uint64_t ms)
+{
+    uint64_t  end = mono_ns() + ms * 1000000, now;
+
+    while ((now = mono_ns()) < end) {
+        usleep((useconds_t) ((end - now) / 1000 + 1));
+    }
+}
+
+typedef struct {
+    size_t    wall;          /* wall samples */
+    uint64_t  wall_ns, off_ns;
+} tally_t;
+
+static void
+drain(tally_t *t)
+{
+    sp_raw_sample_t  *s[256];
+    size_t            n, i;
+
+    memset(t, 0, sizeof(*t));
+    while ((n = sp_sampler_peek(s, 256)) > 0) {
+        for (i = 0; i < n; i++) {
+            if (s[i]->kind == SP_SAMPLE_WALL) {
+                t->wall++;
+                t->wall_ns += (uint64_t) s[i]->weight * s[i]->period_ns;
+                t->off_ns += s[i]->off_cpu_ns;
+            }
+        }
+        sp_sampler_release(n);
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    sp_sampler_conf_t  conf = { .rate_hz = 100, .max_depth = 16,
+                                .ring_capacity = 4096, .wall_rate_hz = 100,
+                                .types = SP_SAMPLER_TYPE_CPU
+                                         | SP_SAMPLER_TYPE_WALL };
+    char               err[256];
+    unsigned long      settime, cpu_reads, rearms;
+    tally_t            t;
+    int                i, n = 20000;
+
+    (void) argc;
+    (void) argv;
+    alarm(60);
+
+    ok(sp_sampler_start(&conf, err, sizeof(err)) == 0, "sampler starts (%s)",
+       err);
+    ok(sp_sampler_thread_register_on_demand() == 0, "registered on demand");
+
+    /* Idle since registered: no wall sample. */
+    spin(100);
+    drain(&t);
+    ok(t.wall == 0, "no wall sample while idle (%zu)", t.wall);
+
+    /* Many short units of work: a flag and a vDSO clock read each. */
+    settime = atomic_load(&n_settime);
+    cpu_reads = atomic_load(&n_cpu_reads);
+    rearms = sp_sampler_wall_rearms();
+    for (i = 0; i < n; i++) {
+        sp_sampler_wall_active(1);
+        sink = sink * 3 + 1;
+        sp_sampler_wall_active(0);
+    }
+    settime = atomic_load(&n_settime) - settime;
+    cpu_reads = atomic_load(&n_cpu_reads) - cpu_reads;
+    rearms = sp_sampler_wall_rearms() - rearms;
+    printf("# %d switches: %lu timer_settime, %lu thread CPU clock reads, "
+         "%lu re-arms\n", n, settime, cpu_reads, rearms);
+    ok(settime <= (unsigned long) n / 20,
+       "timer_settime calls %lu << %d switches", settime, n);
+    ok(cpu_reads <= (unsigned long) n / 20,
+       "thread CPU clock reads %lu << %d switches", cpu_reads, n);
+    ok(rearms >= 1, "the timer was armed at the first activation (%lu)",
+       rearms);
+
+    /* Active and spinning: wall samples, mostly on CPU. An idle stretch
+     * before (its timer expires and stops meanwhile) must count neither as
+     * wall time nor as off-CPU time. */
+    drain(&t);
+    nap(300);                 /* idle, off CPU */
+    sp_sampler_wall_active(1);
+    spin(300);
+    sp_sampler_wall_active(0);
+    drain(&t);
+    printf("# active 300 ms after 300 ms idle: %zu wall samples, %.1f ms "
+         "wall, %.1f ms off-CPU\n", t.wall, t.wall_ns / 1e6, t.off_ns / 1e6);
+    ok(t.wall >= 10, "wall samples while active (%zu)", t.wall);
+    ok(t.wall_ns <= 400000000ull, "the idle stretch is no wall time");
+    /* Spinning is on CPU except what the loaded machine takes; the 300 ms
+     * idle stretch, were it counted, would be about all of it. */
+    ok(t.off_ns < t.wall_ns / 2, "the idle stretch is no off-CPU time");
+
+    /* Active and asleep: off-CPU. */
+    sp_sampler_wall_active(1);
+    nap(300);
+    sp_sampler_wall_active(0);
+    drain(&t);
+    printf("# active 300 ms asleep: %zu wall samples, %.1f ms wall, %.1f "
+         "ms off-CPU\n", t.wall, t.wall_ns / 1e6, t.off_ns / 1e6);
+    ok(t.wall >= 10 && t.off_ns >= t.wall_ns * 8 / 10,
+       "asleep while active: off-CPU");
+
+    /* Idle again: the timer stops after at most one expiry. */
+    nap(50);
+    settime = atomic_load(&n_settime);
+    nap(200);
+    settime = atomic_load(&n_settime) - settime;
+    drain(&t);
+    ok(t.wall == 0 && settime == 0,
+       "idle: no sample, the timer stopped (%zu samples, %lu settime)",
+       t.wall, settime);
+
+    sp_sampler_thread_unregister();
+    sp_sampler_stop();
+    return done_testing();
+}
