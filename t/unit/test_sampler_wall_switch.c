@@ -58,6 +58,15 @@ mono_ns(void)
     return (uint64_t) t.tv_sec * 1000000000u + (uint64_t) t.tv_nsec;
 }
 
+static uint64_t
+cpu_ns(void)
+{
+    struct timespec  t;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t) t.tv_sec * 1000000000u + (uint64_t) t.tv_nsec;
+}
+
 /* Spins for ms of wall time (on CPU as much as the machine lets it). */
 static void
 spin(uint64_t ms)
@@ -118,6 +127,8 @@ main(int argc, char **argv)
     unsigned long      settime, cpu_reads, rearms;
     tally_t            t;
     int                i, n = 20000;
+    uint64_t           w0, c0, active_cpu = 0, active_wall = 0;
+    double             want, got;
 
     (void) argc;
     (void) argv;
@@ -153,22 +164,31 @@ main(int argc, char **argv)
     ok(rearms >= 1, "the timer was armed at the first activation (%lu)",
        rearms);
 
-    /* Active and spinning: wall samples, mostly on CPU. An idle stretch
-     * before (its timer expires and stops meanwhile) must count neither as
-     * wall time nor as off-CPU time. */
+    /* Active and spinning, with idle stretches between (the timer expires
+     * and stops in each): the samples' off-CPU share is the share of the
+     * active time the thread did not run (measured here with its own CPU
+     * clock: the loaded machine takes some), the idle stretches counting
+     * neither as wall nor as off-CPU time. Were they counted, the share
+     * would be about 0.75 + 0.25 * that. */
     drain(&t);
-    nap(300);                 /* idle, off CPU */
-    sp_sampler_wall_active(1);
-    spin(300);
-    sp_sampler_wall_active(0);
+    for (i = 0; i < 15; i++) {
+        nap(60);                    /* idle, off CPU */
+        sp_sampler_wall_active(1);
+        w0 = mono_ns();
+        c0 = cpu_ns();
+        spin(20);
+        active_cpu += cpu_ns() - c0;
+        active_wall += mono_ns() - w0;
+        sp_sampler_wall_active(0);
+    }
     drain(&t);
-    printf("# active 300 ms after 300 ms idle: %zu wall samples, %.1f ms "
-         "wall, %.1f ms off-CPU\n", t.wall, t.wall_ns / 1e6, t.off_ns / 1e6);
-    ok(t.wall >= 10, "wall samples while active (%zu)", t.wall);
-    ok(t.wall_ns <= 400000000ull, "the idle stretch is no wall time");
-    /* Spinning is on CPU except what the loaded machine takes; the 300 ms
-     * idle stretch, were it counted, would be about all of it. */
-    ok(t.off_ns < t.wall_ns / 2, "the idle stretch is no off-CPU time");
+    want = 1.0 - (double) active_cpu / (double) active_wall;
+    got = t.wall_ns ? (double) t.off_ns / (double) t.wall_ns : 1.0;
+    printf("# 15 x (60 ms idle, 20 ms active on CPU): %zu wall samples, "
+           "%.1f ms wall, %.1f ms off-CPU; share %.2f, measured %.2f\n",
+           t.wall, t.wall_ns / 1e6, t.off_ns / 1e6, got, want);
+    ok(t.wall >= 15, "wall samples while active (%zu)", t.wall);
+    ok(got < want + 0.15, "the idle stretches are no off-CPU time");
 
     /* Active and asleep: off-CPU. */
     sp_sampler_wall_active(1);
