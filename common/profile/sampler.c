@@ -195,14 +195,16 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
             next += (missed + 1) * period;
         }
         if (ts.idle.idle) {
-            idle_tick(now);
             if (ts.on_demand) {
                 /* Idle between units of work: the timer stops here, the
-                 * next unit re-arms it. */
+                 * next unit re-arms it. The baselines stay where the last
+                 * sample left them (the idle stretch is subtracted by the
+                 * next one): no CPU clock read. */
                 atomic_store_explicit(&ts.entry->wall_armed, 0,
                                       memory_order_relaxed);
                 goto done;
             }
+            idle_tick(now);
             if (rearm) {
                 arm_wall_at(ts.entry, next);
             }
