@@ -158,8 +158,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     uintptr_t                pc;
     int                      n, i, overrun, wall;
     uint32_t                 period, weight;
-    uint64_t                 value, off = 0, now, next, missed;
-    int                      rearm;
+    uint64_t                 value, off = 0, now = 0, next, missed;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
@@ -170,6 +169,36 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     if (period == 0) {
         goto out;       /* paused: a signal that was already pending */
     }
+    weight = 1;
+    if (wall) {
+        if (!ts.armed) {
+            goto out;       /* pending from before an unregister */
+        }
+        /* The one-shot timer's missed expiries (what timer_getoverrun
+         * counts for a periodic one) and its next one. A signal from before
+         * a re-arm (now < next): the timer is armed at next already. Done
+         * before the re-entry guard: a wall timer is never left stopped on
+         * a thread that works. */
+        now = clock_ns(CLOCK_MONOTONIC);
+        next = atomic_load_explicit(&ts.entry->wall_next,
+                                    memory_order_relaxed);
+        if (now >= next) {
+            missed = (now - next) / period;
+            weight += missed < UINT32_MAX - 1 ? (uint32_t) missed
+                                              : UINT32_MAX - 1;
+            next += (missed + 1) * period;
+            if (ts.idle.idle && ts.on_demand) {
+                /* Idle between units of work: the timer stops here, the
+                 * next unit re-arms it. The baselines stay where the last
+                 * sample left them (the next one subtracts the idle
+                 * stretch): no CPU clock read, no sample. */
+                atomic_store_explicit(&ts.entry->wall_armed, 0,
+                                      memory_order_relaxed);
+                goto out;
+            }
+            arm_wall_at(ts.entry, next);
+        }
+    }
     if (ts.busy) {
         atomic_fetch_add_explicit(&n_reentered, 1, memory_order_relaxed);
         goto out;
@@ -177,44 +206,14 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     ts.busy = 1;
 
     if (wall) {
-        if (!ts.armed) {
-            goto done;      /* pending from before an unregister */
-        }
-        /* The one-shot timer's missed expiries (what timer_getoverrun
-         * counts for a periodic one) and its next one. A signal from before
-         * a re-arm (now < next): the timer is armed at next already. */
-        now = clock_ns(CLOCK_MONOTONIC);
-        next = atomic_load_explicit(&ts.entry->wall_next,
-                                    memory_order_relaxed);
-        weight = 1;
-        rearm = now >= next;
-        if (rearm) {
-            missed = (now - next) / period;
-            weight += missed < UINT32_MAX - 1 ? (uint32_t) missed
-                                              : UINT32_MAX - 1;
-            next += (missed + 1) * period;
-        }
         if (ts.idle.idle) {
-            if (ts.on_demand) {
-                /* Idle between units of work: the timer stops here, the
-                 * next unit re-arms it. The baselines stay where the last
-                 * sample left them (the idle stretch is subtracted by the
-                 * next one): no CPU clock read. */
-                atomic_store_explicit(&ts.entry->wall_armed, 0,
-                                      memory_order_relaxed);
-                goto done;
-            }
-            idle_tick(now);
-            if (rearm) {
-                arm_wall_at(ts.entry, next);
-            }
-            if (idle_wake != NULL) {
-                *idle_wake = 1;     /* the wait was interrupted: a wake-up */
+            if (!ts.on_demand) {
+                idle_tick(now);
+                if (idle_wake != NULL) {
+                    *idle_wake = 1; /* the wait was interrupted: a wake-up */
+                }
             }
             goto done;      /* idle: counted by the glue's clock reads */
-        }
-        if (rearm) {
-            arm_wall_at(ts.entry, next);
         }
         value = (uint64_t) weight * period;
         off = off_cpu_share(value, now);
