@@ -210,6 +210,42 @@ main(int argc, char **argv)
        "idle: no sample, the timer stopped (%zu samples, %lu settime)",
        t.wall, settime);
 
+    /* Runtime control (the control API) while the thread is active: wall
+     * off stops its samples, wall on again and a new rate bring them back
+     * without the thread switching (its timer is re-armed for it). */
+    sp_sampler_wall_active(1);
+    sp_sampler_set_types(SP_SAMPLER_TYPE_CPU);
+    drain(&t);
+    spin(100);
+    drain(&t);
+    ok(t.wall == 0, "wall off at runtime: no wall sample (%zu)", t.wall);
+    sp_sampler_set_wall_rate(50);
+    sp_sampler_set_types(SP_SAMPLER_TYPE_CPU | SP_SAMPLER_TYPE_WALL);
+    spin(300);
+    drain(&t);
+    printf("# wall on again at 50 Hz, 300 ms active: %zu wall samples, "
+           "%.1f ms wall\n", t.wall, t.wall_ns / 1e6);
+    ok(t.wall >= 5 && t.wall <= 17 && t.wall_ns >= 200000000ull
+       && t.wall_ns <= 400000000ull,
+       "wall on again at runtime, 50 Hz: samples resume on the active "
+       "thread (%zu)", t.wall);
+    /* Idle while the rate changes: at most one expiry, then stopped. */
+    sp_sampler_wall_active(0);
+    sp_sampler_set_wall_rate(100);
+    nap(50);
+    settime = atomic_load(&n_settime);
+    nap(200);
+    settime = atomic_load(&n_settime) - settime;
+    drain(&t);
+    ok(t.wall == 0 && settime == 0,
+       "rate changed while idle: no sample, the timer stopped again (%zu, "
+       "%lu)", t.wall, settime);
+    sp_sampler_wall_active(1);
+    spin(100);
+    sp_sampler_wall_active(0);
+    drain(&t);
+    ok(t.wall >= 3, "and re-armed at the next activation (%zu)", t.wall);
+
     sp_sampler_thread_unregister();
     sp_sampler_stop();
     return done_testing();
