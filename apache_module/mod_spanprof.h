@@ -245,6 +245,11 @@ typedef struct {
      * handler phase too (translate_name, log_transaction), not only at
      * fixups for the handlers (CGI, SSI, FastCGI...). */
     int                  env_named;
+    /* And at fixups: some directive names one, or some loaded module
+     * may read them in its handler or filters (CGI, SSI, FastCGI, PHP,
+     * a third-party module: anything but httpd's modules known not to;
+     * mod_spanprof.c's spanprof_env_blind). */
+    int                  env_handler;
     /* A module besides http_core hooks http_scheme (mod_ssl): the span's
      * url.scheme asks the hook; else it is http_core's answer, from the
      * server's ServerName scheme (spanprof_span.c). */

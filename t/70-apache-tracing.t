@@ -349,8 +349,10 @@ EOF
 };
 
 # mod_include: subrequests add no span and see the main request's ids.
+# Without mod_cgid and mod_proxy_fcgi (no_spawn), and no directive naming
+# an OTEL_* variable: mod_include alone must get them set at fixups.
 subtest 'SSI subrequests' => sub {
-    my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'],
+    my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'], no_spawn => 1,
         files => { 'htdocs/page.shtml' => qq{<!--#include virtual="/inc.txt" -->}
                        . qq{<!--#include virtual="/inc.txt" -->trace=<!--#echo var="OTEL_TRACE_ID" -->\n},
                    'htdocs/inc.txt' => "inc\n" },
