@@ -1289,8 +1289,9 @@ spanprof_post_read_request(request_rec *r)
     /* A new request on this thread: nothing else runs here now. */
     spanprof_request_starts();
 
-    /* The span's start is when httpd began reading the request. */
-    ctx = spanprof_get_ctx(r, 1);
+    /* The span's start is when httpd began reading the request (its
+     * context is made here: no need to look for one first). */
+    ctx = spanprof_ctx_find(r, 1);
     /* for the profiling of a resumed connection (read only then) */
     if (spanprof_globals.profiling_used) {
         spanprof_conn(r->connection, 1)->active = ctx;
@@ -1391,7 +1392,7 @@ spanprof_handler(request_rec *r)
     }
     spanprof_bind(ctx);
     if (ctx->proxy_handler_ns == 0 && r->handler != NULL
-        && strcmp(r->handler, "proxy-server") == 0)
+        && r->handler[0] == 'p' && strcmp(r->handler, "proxy-server") == 0)
     {
         ctx->proxy_handler_ns = sp_now_ns();
     }

@@ -285,7 +285,25 @@ const char *spanprof_set_api_write(cmd_parms *cmd, void *conf, int on);
 void spanprof_register_api_hooks(void);
 
 /* spanprof_context.c */
-spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);
+/* The request's context (create: made if it has none). Inline for a
+ * main request's context already made, which the hooks ask for about six
+ * times per request; the rest (subrequests, internal redirects, the
+ * first time) in spanprof_ctx_find. */
+spanprof_ctx_t *spanprof_ctx_find(request_rec *r, int create);
+
+static inline spanprof_ctx_t *
+spanprof_get_ctx(request_rec *r, int create)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        if (ctx != NULL) {
+            return ctx;
+        }
+    }
+    return spanprof_ctx_find(r, create);
+}
 spanprof_conn_t *spanprof_conn(conn_rec *c, int create);
 void spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx);
 spanprof_ctx_t *spanprof_resolve(request_rec *r);
