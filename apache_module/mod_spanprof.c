@@ -1334,6 +1334,25 @@ spanprof_leaves_alone(request_rec *r)
 }
 
 
+/* The context of a request past translate_name, or NULL when the request
+ * is left alone: spanprof_leaves_alone() then spanprof_resolve(), whose
+ * answers for a main request already resolved (nearly every one at fixups
+ * and log_transaction) are known without either. */
+static APR_INLINE spanprof_ctx_t *
+spanprof_decided(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        if (ctx != NULL && ctx->resolved) {
+            return ctx;
+        }
+    }
+    return spanprof_leaves_alone(r) ? NULL : spanprof_resolve(r);
+}
+
+
 /* Right after httpd's first <Location> walk: the trace context is decided
  * with the settings of the location the request is in. */
 static int
@@ -1360,10 +1379,9 @@ spanprof_fixups(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
+    if (!spanprof_globals.used || (ctx = spanprof_decided(r)) == NULL) {
         return DECLINED;
     }
-    ctx = spanprof_resolve(r);
     if (spanprof_globals.env_handler) {
         spanprof_set_env(r, ctx);
     }
@@ -1408,15 +1426,13 @@ spanprof_log_transaction(request_rec *r)
     spanprof_conn_t         *cc;
     sp_thread_ctx_record_t  *saved;
 
+    /* Requests rejected before translate_name (400s) get their context
+     * only now. */
     if (!spanprof_globals.used || r->main != NULL
-        || spanprof_leaves_alone(r))
+        || (ctx = spanprof_decided(r)) == NULL)
     {
         return DECLINED;
     }
-
-    /* Requests rejected before translate_name (400s) get their context
-     * only now. */
-    ctx = spanprof_resolve(r);
     if (ctx->logged) {
         return DECLINED;
     }
