@@ -59,10 +59,17 @@
  * without one, "HTTP ..." for another method), made once when the
  * configuration is read: a request's name is then a lookup, not a
  * formatting (spanprof_span.c). */
+#define SPANPROF_SCHEME_ROUTE_MAX  160
+
 typedef struct {
     const char  *name[SPANPROF_NMETHODS];
     apr_size_t   len[SPANPROF_NMETHODS];
     apr_size_t   route_len;
+    /* The span's url.scheme and http.route attributes, encoded once
+     * (sp_span_kv_str_encode): [0] "http", [1] "https"; length 0 where
+     * the route is too long for it (written one by one then). */
+    uint8_t      scheme_route[2][SPANPROF_SCHEME_ROUTE_MAX];
+    apr_size_t   scheme_route_len[2];
 } spanprof_names_t;
 
 

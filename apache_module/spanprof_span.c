@@ -58,6 +58,7 @@ spanprof_names_make(apr_pool_t *p, const char *route)
 {
     int                i;
     char              *b;
+    size_t             len, more;
     spanprof_names_t  *n;
 
     if (route == NULL || route[0] == '\0') {
@@ -72,6 +73,18 @@ spanprof_names_make(apr_pool_t *p, const char *route)
                                       spanprof_method_len[i], route,
                                       n->route_len);
         n->name[i] = b;
+    }
+    for (i = 0; i < 2; i++) {
+        len = sp_span_kv_str_encode(n->scheme_route[i],
+                                    sizeof(n->scheme_route[i]),
+                                    "url.scheme", 10, i ? "https" : "http",
+                                    i ? 5 : 4);
+        more = len ? sp_span_kv_str_encode(n->scheme_route[i] + len,
+                                           sizeof(n->scheme_route[i]) - len,
+                                           "http.route", 10, route,
+                                           n->route_len)
+                   : 0;
+        n->scheme_route_len[i] = more ? len + more : 0;
     }
     return n;
 }
@@ -316,14 +329,22 @@ spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
 /* ap_http_scheme(r) without running the hook when http_core's is the only
  * one (no mod_ssl): its answer, "https" for a server whose ServerName says
  * https://, else "http". */
+static APR_INLINE int
+spanprof_scheme_https(request_rec *r)
+{
+    const char  *v = r->server->server_scheme;
+
+    return v != NULL && v[0] == 'h' && strcmp(v, "https") == 0;
+}
+
+
 static APR_INLINE const char *
 spanprof_scheme(request_rec *r, size_t *len)
 {
     const char  *v;
 
     if (!spanprof_globals.scheme_hooked) {
-        v = r->server->server_scheme;
-        if (v != NULL && v[0] == 'h' && strcmp(v, "https") == 0) {
+        if (spanprof_scheme_https(r)) {
             *len = 5;
             return "https";
         }
@@ -411,11 +432,19 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
 
-    v = spanprof_scheme(r, &len);
-    sp_span_attrs_cstr(&a, s, "url.scheme", v, len);
-
-    if (route) {
-        sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);
+    /* In a <Location>, with http_core's scheme: both encoded ahead. */
+    i = route != NULL && !spanprof_globals.scheme_hooked
+        && spanprof_scheme_https(r);
+    if (route == NULL || spanprof_globals.scheme_hooked
+        || names->scheme_route_len[i] == 0
+        || sp_span_attrs_raw(&a, names->scheme_route[i],
+                             names->scheme_route_len[i], 2) != 0)
+    {
+        v = spanprof_scheme(r, &len);
+        sp_span_attrs_cstr(&a, s, "url.scheme", v, len);
+        if (route) {
+            sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);
+        }
     }
 
     sp_http_attrs_status(&a, s, SP_SPAN_KIND_SERVER, last->status);
