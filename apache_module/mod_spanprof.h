@@ -60,6 +60,7 @@
  * configuration is read: a request's name is then a lookup, not a
  * formatting (spanprof_span.c). */
 #define SPANPROF_SCHEME_ROUTE_MAX  160
+#define SPANPROF_CLIENT_ATTRS_MAX  160
 
 typedef struct {
     const char  *name[SPANPROF_NMETHODS];
@@ -232,9 +233,16 @@ typedef struct {
 } spanprof_ctx_t;
 
 /* Per connection: the request being served on it, so that a thread that
- * resumes the connection (event MPM write completion) runs labelled. */
+ * resumes the connection (event MPM write completion) runs labelled; the
+ * SERVER span's client.address, client.port and network.protocol.version
+ * encoded at its second traced request (spanprof_span.c), for the
+ * protocol of client_proto. */
 typedef struct {
     spanprof_ctx_t          *active;
+    int                      client_proto;
+    unsigned                 client_n;
+    size_t                   client_len;
+    uint8_t                  client[SPANPROF_CLIENT_ATTRS_MAX];
 } spanprof_conn_t;
 
 

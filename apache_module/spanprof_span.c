@@ -329,6 +329,82 @@ spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
 /* ap_http_scheme(r) without running the hook when http_core's is the only
  * one (no mod_ssl): its answer, "https" for a server whose ServerName says
  * https://, else "http". */
+/* network.protocol.version of r->proto_num, or NULL (not written). */
+static APR_INLINE const char *
+spanprof_protocol_version(int proto, size_t *len)
+{
+    switch (proto) {
+    case HTTP_VERSION(0, 9):
+        *len = 3;
+        return "0.9";
+    case HTTP_VERSION(1, 0):
+        *len = 3;
+        return "1.0";
+    case HTTP_VERSION(1, 1):
+        *len = 3;
+        return "1.1";
+    case HTTP_VERSION(2, 0):
+        *len = 1;
+        return "2";
+    }
+    return NULL;
+}
+
+
+/* client.address, client.port and network.protocol.version are the same
+ * for every request of a keep-alive connection whose client is the
+ * connection's (mod_remoteip may give a request another): encoded at the
+ * connection's second request (the first may be its only one), kept with
+ * it, appended as one copy. -1: write them one by one. */
+static int
+spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
+{
+    conn_rec         *c = r->connection;
+    size_t            n, len, vlen;
+    const char       *v;
+    spanprof_conn_t  *cc;
+
+    if (c->keepalives == 0 || r->useragent_ip != c->client_ip
+        || r->useragent_addr != c->client_addr || c->client_addr == NULL
+        || c->client_ip == NULL)
+    {
+        return -1;
+    }
+    cc = spanprof_conn(c, 1);
+    if (cc->client_len == 0 || cc->client_proto != r->proto_num) {
+        cc->client_len = 0;
+        len = sp_span_kv_str_encode(cc->client, sizeof(cc->client),
+                                    "client.address", 14, c->client_ip,
+                                    strlen(c->client_ip));
+        n = len ? sp_span_kv_int_encode(cc->client + len,
+                                        sizeof(cc->client) - len,
+                                        "client.port", 11,
+                                        c->client_addr->port)
+                : 0;
+        if (n == 0) {
+            return -1;
+        }
+        len += n;
+        cc->client_n = 2;
+        v = spanprof_protocol_version(r->proto_num, &vlen);
+        if (v != NULL) {
+            n = sp_span_kv_str_encode(cc->client + len,
+                                      sizeof(cc->client) - len,
+                                      "network.protocol.version", 24, v,
+                                      vlen);
+            if (n == 0) {
+                return -1;
+            }
+            len += n;
+            cc->client_n = 3;
+        }
+        cc->client_proto = r->proto_num;
+        cc->client_len = len;
+    }
+    return sp_span_attrs_raw(a, cc->client, cc->client_len, cc->client_n);
+}
+
+
 static APR_INLINE int
 spanprof_scheme_https(request_rec *r)
 {
@@ -452,18 +528,19 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     spanprof_read_headers(r, &h);
     spanprof_server_address(r, s, &a, h.host);
 
-    if (r->useragent_ip != NULL) {
-        sp_span_attrs_cstr(&a, s, "client.address", r->useragent_ip,
-                           strlen(r->useragent_ip));
+    if (spanprof_client_attrs(r, &a) != 0) {
+        if (r->useragent_ip != NULL) {
+            sp_span_attrs_cstr(&a, s, "client.address", r->useragent_ip,
+                               strlen(r->useragent_ip));
+        }
+        if (r->useragent_addr != NULL) {
+            sp_span_attrs_cint(&a, s, "client.port", r->useragent_addr->port);
+        } else if (r->connection->client_addr != NULL) {
+            sp_span_attrs_cint(&a, s, "client.port",
+                               r->connection->client_addr->port);
+        }
+        spanprof_protocol(r, s, &a);
     }
-    if (r->useragent_addr != NULL) {
-        sp_span_attrs_cint(&a, s, "client.port", r->useragent_addr->port);
-    } else if (r->connection->client_addr != NULL) {
-        sp_span_attrs_cint(&a, s, "client.port",
-                           r->connection->client_addr->port);
-    }
-
-    spanprof_protocol(r, s, &a);
 
     if (h.user_agent != NULL) {
         sp_span_attrs_cstr(&a, s, "user_agent.original", h.user_agent,

@@ -480,6 +480,19 @@ sub run_mpm {
         $req{ $h->[0] } = { path => $path };
     }
 
+    # Five requests pipelined on one keep-alive connection: the client's
+    # attributes are encoded at its second request and kept with it, and
+    # encoded again when the protocol changes (spanprof_span.c).
+    my @ka = map { $uniq->("/api/ka$_-") } 1 .. 5;
+    my @ka_v = qw(1.1 1.1 1.1 1.0 1.1);
+    my $ka_bytes = '';
+    for my $k (0 .. 4) {
+        $ka_bytes .= "GET $ka[$k] HTTP/$ka_v[$k]\r\nHost: 127.0.0.1:$port\r\nConnection: "
+                   . ($k == 4 ? 'close' : 'keep-alive') . "\r\n\r\n";
+    }
+    my (undef, $ka_port) = raw_request($port, $ka_bytes);
+    $req{"ka$_"} = { path => $ka[$_ - 1] } for 1 .. 5;
+
     my @inv = invalid_forms();
     my $i = 0;
     for my $c (@inv) {
@@ -604,6 +617,20 @@ sub run_mpm {
         ok $a, '401 traced' or return;
         is $a->{attrs}{'http.response.status_code'}, 401, 'status 401';
         is $a->{name}, 'GET /auth/', 'name';
+    };
+
+    subtest 'client attributes on a keep-alive connection' => sub {
+        my @s = map { ($span->("ka$_"))[0] } 1 .. 5;
+        for my $k (0 .. 4) {
+            my ($s, $n) = ($s[$k], $k + 1);
+            ok $s, "request $n: span" or next;
+            is $s->{attrs}{'client.address'}, '127.0.0.1', "request $n: client.address";
+            is $s->{attrs}{'client.port'}, $ka_port, "request $n: client.port is the connection's";
+            is $s->{attr_types}{'client.port'}, 'int', "request $n: client.port is an int";
+            is $s->{attrs}{'network.protocol.version'}, $ka_v[$k], "request $n: HTTP/$ka_v[$k]";
+            is_deeply $s->{attr_keys}, $s[0]{attr_keys}, "request $n: the first one's attributes, in order"
+                if $s[0];
+        }
     };
 
     subtest 'server.port from the Host header' => sub {

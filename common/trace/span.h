@@ -308,12 +308,14 @@ sp_span_attrs_raw(sp_span_attrs_t *a, const uint8_t *enc, size_t len,
     return 0;
 }
 
-/* The bytes a string attribute is written as (the same as the single
- * writers' and the row's), into buf: their length, or 0 when it does not
- * fit cap or the one-byte lengths of the writers' fast path (write it
- * with them then). */
+/* The bytes a string (an integer) attribute is written as (the same as
+ * the single writers' and the row's), into buf: their length, or 0 when
+ * it does not fit cap or the one-byte lengths of the writers' fast path
+ * (write it with them then). */
 size_t sp_span_kv_str_encode(uint8_t *buf, size_t cap, const char *key,
     size_t klen, const char *val, size_t vlen);
+size_t sp_span_kv_int_encode(uint8_t *buf, size_t cap, const char *key,
+    size_t klen, int64_t val);
 
 /* key must be a string literal. */
 #define sp_span_attrs_cstr(a, s, key, val, vlen) \

@@ -1,6 +1,6 @@
 /* HTTP semantic conventions shared by both servers: known methods, span
  * names, the method attributes; attributes encoded ahead
- * (sp_span_kv_str_encode, sp_span_attrs_raw). */
+ * (sp_span_kv_str_encode, sp_span_kv_int_encode, sp_span_attrs_raw). */
 
 #define _GNU_SOURCE
 #include <string.h>
@@ -232,6 +232,23 @@ test_attrs_raw(void)
     }
     if (d != NULL) {
         opentelemetry__proto__trace__v1__span__free_unpacked(d, NULL);
+    }
+
+    /* Integers, as the single writers write them (-1: a 10-byte varint). */
+    {
+        static const int64_t  ints[] = { 0, 54321, -1 };
+
+        for (i = 0; i < 3; i++) {
+            sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+            sp_span_attr_cint(&x, "client.port", ints[i]);
+            n = sp_span_kv_int_encode(enc, sizeof(enc), "client.port", 11,
+                                      ints[i]);
+            ok(n > 0 && n == x.wire_used && memcmp(enc, x.wire, n) == 0,
+               "integer %lld encoded ahead: the writers' %zu bytes",
+               (long long) ints[i], n);
+        }
+        ok(sp_span_kv_int_encode(enc, 20, "client.port", 11, 54321) == 0,
+           "an integer: a buffer one byte short is refused");
     }
 
     /* What the fast path cannot take is refused, as is a short buffer. */
