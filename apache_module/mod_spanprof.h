@@ -61,6 +61,8 @@
  * formatting (spanprof_span.c). */
 #define SPANPROF_SCHEME_ROUTE_MAX  160
 #define SPANPROF_CLIENT_ATTRS_MAX  160
+#define SPANPROF_SERVER_ATTRS_MAX  128
+#define SPANPROF_HOST_MAX          64
 
 typedef struct {
     const char  *name[SPANPROF_NMETHODS];
@@ -234,15 +236,22 @@ typedef struct {
 
 /* Per connection: the request being served on it, so that a thread that
  * resumes the connection (event MPM write completion) runs labelled; the
- * SERVER span's client.address, client.port and network.protocol.version
- * encoded at its second traced request (spanprof_span.c), for the
- * protocol of client_proto. */
+ * SERVER span's attributes that its next requests share, encoded once
+ * (spanprof_span.c): client.address, client.port and
+ * network.protocol.version for the protocol client_proto, server.address
+ * and server.port as written for a request with this Host header and
+ * host name. */
 typedef struct {
     spanprof_ctx_t          *active;
     int                      client_proto;
     unsigned                 client_n;
     size_t                   client_len;
     uint8_t                  client[SPANPROF_CLIENT_ATTRS_MAX];
+    unsigned                 server_n;
+    size_t                   server_len;
+    uint8_t                  server[SPANPROF_SERVER_ATTRS_MAX];
+    char                     server_host[SPANPROF_HOST_MAX];
+    char                     server_hostname[SPANPROF_HOST_MAX];
 } spanprof_conn_t;
 
 

@@ -351,11 +351,81 @@ spanprof_protocol_version(int proto, size_t *len)
 }
 
 
+/* Whether the connection serves more than this request: it served one
+ * before, or keeps alive after this one (decided with the response, which
+ * log_transaction follows). A connection's only request encodes nothing
+ * ahead. */
+static APR_INLINE int
+spanprof_conn_more(conn_rec *c)
+{
+    return c->keepalives > 0 || c->keepalive == AP_CONN_KEEPALIVE;
+}
+
+
+/* server.address and server.port follow from the Host header, the host
+ * name httpd made of it and the connection: a request of a keep-alive
+ * connection with the same two as the one before takes the bytes that
+ * one wrote. -1: write them. */
+static int
+spanprof_server_attrs(request_rec *r, sp_span_attrs_t *a, const char *host)
+{
+    spanprof_conn_t  *cc;
+
+    if (r->connection->keepalives == 0 || host == NULL
+        || r->hostname == NULL)
+    {
+        return -1;
+    }
+    cc = ap_get_module_config(r->connection->conn_config, &spanprof_module);
+    if (cc == NULL || cc->server_len == 0
+        || strcmp(host, cc->server_host) != 0
+        || strcmp(r->hostname, cc->server_hostname) != 0)
+    {
+        return -1;
+    }
+    return sp_span_attrs_raw(a, cc->server, cc->server_len, cc->server_n);
+}
+
+
+/* After they were written (from start, the row having had left
+ * attributes to take): kept for the connection's next requests, when all
+ * of them were written there (none dropped). */
+static void
+spanprof_server_attrs_keep(request_rec *r, const sp_span_attrs_t *a,
+    const char *host, const uint8_t *start, unsigned left)
+{
+    size_t            len, hl, nl;
+    unsigned          n;
+    spanprof_conn_t  *cc;
+
+    if (!spanprof_conn_more(r->connection) || host == NULL
+        || r->hostname == NULL)
+    {
+        return;
+    }
+    n = left - a->left;
+    len = (size_t) (a->p - start);
+    hl = strlen(host);
+    nl = strlen(r->hostname);
+    if (n == 0 || n > 2 || a->p < start || len > SPANPROF_SERVER_ATTRS_MAX
+        || hl >= SPANPROF_HOST_MAX || nl >= SPANPROF_HOST_MAX)
+    {
+        return;
+    }
+    cc = spanprof_conn(r->connection, 1);
+    memcpy(cc->server, start, len);
+    memcpy(cc->server_host, host, hl + 1);
+    memcpy(cc->server_hostname, r->hostname, nl + 1);
+    cc->server_len = len;
+    cc->server_n = n;
+}
+
+
 /* client.address, client.port and network.protocol.version are the same
  * for every request of a keep-alive connection whose client is the
- * connection's (mod_remoteip may give a request another): encoded at the
- * connection's second request (the first may be its only one), kept with
- * it, appended as one copy. -1: write them one by one. */
+ * connection's (mod_remoteip may give a request another): encoded once,
+ * kept with the connection, appended as one copy. -1: write them one by
+ * one. */
 static int
 spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
 {
@@ -364,7 +434,7 @@ spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
     const char       *v;
     spanprof_conn_t  *cc;
 
-    if (c->keepalives == 0 || r->useragent_ip != c->client_ip
+    if (!spanprof_conn_more(c) || r->useragent_ip != c->client_ip
         || r->useragent_addr != c->client_addr || c->client_addr == NULL
         || c->client_ip == NULL)
     {
@@ -441,6 +511,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
     char                        hex[2 * SP_SPAN_ID_LEN];
+    const uint8_t              *start;
+    unsigned                    left;
     const char                 *v, *q, *route, *err;
     size_t                      len;
     apr_off_t                   body;
@@ -526,7 +598,12 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     sp_http_attrs_status(&a, s, SP_SPAN_KIND_SERVER, last->status);
 
     spanprof_read_headers(r, &h);
-    spanprof_server_address(r, s, &a, h.host);
+    if (spanprof_server_attrs(r, &a, h.host) != 0) {
+        start = a.p;
+        left = a.left;
+        spanprof_server_address(r, s, &a, h.host);
+        spanprof_server_attrs_keep(r, &a, h.host, start, left);
+    }
 
     if (spanprof_client_attrs(r, &a) != 0) {
         if (r->useragent_ip != NULL) {

@@ -481,13 +481,15 @@ sub run_mpm {
     }
 
     # Five requests pipelined on one keep-alive connection: the client's
-    # attributes are encoded at its second request and kept with it, and
-    # encoded again when the protocol changes (spanprof_span.c).
+    # and the server's attributes are encoded once and kept with it, the
+    # client's again when the protocol changes, the server's when the Host
+    # header does (spanprof_span.c).
     my @ka = map { $uniq->("/api/ka$_-") } 1 .. 5;
     my @ka_v = qw(1.1 1.1 1.1 1.0 1.1);
+    my @ka_host = (("127.0.0.1:$port") x 2, '127.0.0.1:8443', "localhost:$port", "127.0.0.1:$port");
     my $ka_bytes = '';
     for my $k (0 .. 4) {
-        $ka_bytes .= "GET $ka[$k] HTTP/$ka_v[$k]\r\nHost: 127.0.0.1:$port\r\nConnection: "
+        $ka_bytes .= "GET $ka[$k] HTTP/$ka_v[$k]\r\nHost: $ka_host[$k]\r\nConnection: "
                    . ($k == 4 ? 'close' : 'keep-alive') . "\r\n\r\n";
     }
     my (undef, $ka_port) = raw_request($port, $ka_bytes);
@@ -619,7 +621,7 @@ sub run_mpm {
         is $a->{name}, 'GET /auth/', 'name';
     };
 
-    subtest 'client attributes on a keep-alive connection' => sub {
+    subtest 'client and server attributes on a keep-alive connection' => sub {
         my @s = map { ($span->("ka$_"))[0] } 1 .. 5;
         for my $k (0 .. 4) {
             my ($s, $n) = ($s[$k], $k + 1);
@@ -628,6 +630,9 @@ sub run_mpm {
             is $s->{attrs}{'client.port'}, $ka_port, "request $n: client.port is the connection's";
             is $s->{attr_types}{'client.port'}, 'int', "request $n: client.port is an int";
             is $s->{attrs}{'network.protocol.version'}, $ka_v[$k], "request $n: HTTP/$ka_v[$k]";
+            my ($host, $hport) = split /:/, $ka_host[$k];
+            is $s->{attrs}{'server.address'}, $host, "request $n: server.address $host";
+            is $s->{attrs}{'server.port'}, $hport, "request $n: server.port $hport";
             is_deeply $s->{attr_keys}, $s[0]{attr_keys}, "request $n: the first one's attributes, in order"
                 if $s[0];
         }
