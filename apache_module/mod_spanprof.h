@@ -238,12 +238,14 @@ typedef struct {
  * resumes the connection (event MPM write completion) runs labelled; the
  * SERVER span's attributes that its next requests share, encoded once
  * (spanprof_span.c): client.address, client.port and
- * network.protocol.version for the protocol client_proto, server.address
+ * network.protocol.version for the protocol client_proto and the client
+ * port client_port, server.address
  * and server.port as written for a request with this Host header and
  * host name. */
 typedef struct {
     spanprof_ctx_t          *active;
     int                      client_proto;
+    apr_port_t               client_port;
     unsigned                 client_n;
     size_t                   client_len;
     uint8_t                  client[SPANPROF_CLIENT_ATTRS_MAX];

@@ -441,7 +441,11 @@ spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
         return -1;
     }
     cc = spanprof_conn(c, 1);
-    if (cc->client_len == 0 || cc->client_proto != r->proto_num) {
+    /* The port too: a connection record reused for another client (as
+     * mod_http2's may be) never takes the last one's bytes. */
+    if (cc->client_len == 0 || cc->client_proto != r->proto_num
+        || cc->client_port != c->client_addr->port)
+    {
         cc->client_len = 0;
         len = sp_span_kv_str_encode(cc->client, sizeof(cc->client),
                                     "client.address", 14, c->client_ip,
@@ -469,6 +473,7 @@ spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
             cc->client_n = 3;
         }
         cc->client_proto = r->proto_num;
+        cc->client_port = c->client_addr->port;
         cc->client_len = len;
     }
     return sp_span_attrs_raw(a, cc->client, cc->client_len, cc->client_n);
