@@ -1160,6 +1160,50 @@ spanprof_names_env(const ap_directive_t *d)
 }
 
 
+/* httpd's modules that read no OTEL_* variable of the request's
+ * environment but as a directive of theirs says (which
+ * spanprof_names_env finds): no handler or filter of theirs spawns a
+ * program or passes the environment on (CGI, SSI, FastCGI, SCGI, AJP,
+ * mod_lua, mod_php... do, and are not here). */
+static const char *const spanprof_env_blind[] = {
+    "core.c", "http_core.c", "mod_so.c", "mod_watchdog.c",
+    "mod_log_config.c", "mod_logio.c", "mod_version.c", "mod_unixd.c",
+    "event.c", "worker.c", "prefork.c", "mod_spanprof.c",
+    "mod_access_compat.c", "mod_alias.c", "mod_auth_basic.c",
+    "mod_authn_core.c", "mod_authn_file.c", "mod_authz_core.c",
+    "mod_authz_groupfile.c", "mod_authz_host.c", "mod_authz_user.c",
+    "mod_autoindex.c", "mod_deflate.c", "mod_dir.c", "mod_env.c",
+    "mod_expires.c", "mod_filter.c", "mod_headers.c", "mod_mime.c",
+    "mod_negotiation.c", "mod_proxy.c", "mod_proxy_http.c",
+    "mod_remoteip.c", "mod_reqtimeout.c", "mod_rewrite.c",
+    "mod_setenvif.c", "mod_socache_shmcb.c", "mod_ssl.c", "mod_status.c",
+    "mod_unique_id.c",
+};
+
+
+/* Whether some loaded module may read the OTEL_* variables at or after
+ * the handler without a directive naming them: any module not known to
+ * be blind to them (a third-party one included). */
+static int
+spanprof_env_readers(void)
+{
+    module  *m;
+    size_t   i;
+
+    for (m = ap_top_module; m != NULL; m = m->next) {
+        for (i = 0; i < sizeof(spanprof_env_blind) / sizeof(char *); i++) {
+            if (strcmp(m->name, spanprof_env_blind[i]) == 0) {
+                break;
+            }
+        }
+        if (i == sizeof(spanprof_env_blind) / sizeof(char *)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
 static int
 spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     server_rec *s)
@@ -1176,6 +1220,8 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     }
     spanprof_mark_active(s);
     spanprof_globals.env_named = spanprof_names_env(ap_conftree);
+    spanprof_globals.env_handler = spanprof_globals.env_named
+                                   || spanprof_env_readers();
     spanprof_globals.scheme_hooked = ap_hook_get_http_scheme() != NULL
                                      && ap_hook_get_http_scheme()->nelts > 1;
 
@@ -1243,8 +1289,9 @@ spanprof_post_read_request(request_rec *r)
     /* A new request on this thread: nothing else runs here now. */
     spanprof_request_starts();
 
-    /* The span's start is when httpd began reading the request. */
-    ctx = spanprof_get_ctx(r, 1);
+    /* The span's start is when httpd began reading the request (its
+     * context is made here: no need to look for one first). */
+    ctx = spanprof_ctx_find(r, 1);
     /* for the profiling of a resumed connection (read only then) */
     if (spanprof_globals.profiling_used) {
         spanprof_conn(r->connection, 1)->active = ctx;
@@ -1287,6 +1334,25 @@ spanprof_leaves_alone(request_rec *r)
 }
 
 
+/* The context of a request past translate_name, or NULL when the request
+ * is left alone: spanprof_leaves_alone() then spanprof_resolve(), whose
+ * answers for a main request already resolved (nearly every one at fixups
+ * and log_transaction) are known without either. */
+static APR_INLINE spanprof_ctx_t *
+spanprof_decided(request_rec *r)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        if (ctx != NULL && ctx->resolved) {
+            return ctx;
+        }
+    }
+    return spanprof_leaves_alone(r) ? NULL : spanprof_resolve(r);
+}
+
+
 /* Right after httpd's first <Location> walk: the trace context is decided
  * with the settings of the location the request is in. */
 static int
@@ -1313,11 +1379,12 @@ spanprof_fixups(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
+    if (!spanprof_globals.used || (ctx = spanprof_decided(r)) == NULL) {
         return DECLINED;
     }
-    ctx = spanprof_resolve(r);
-    spanprof_set_env(r, ctx);
+    if (spanprof_globals.env_handler) {
+        spanprof_set_env(r, ctx);
+    }
     if (r->main != NULL) {
         return DECLINED;
     }
@@ -1343,7 +1410,7 @@ spanprof_handler(request_rec *r)
     }
     spanprof_bind(ctx);
     if (ctx->proxy_handler_ns == 0 && r->handler != NULL
-        && strcmp(r->handler, "proxy-server") == 0)
+        && r->handler[0] == 'p' && strcmp(r->handler, "proxy-server") == 0)
     {
         ctx->proxy_handler_ns = sp_now_ns();
     }
@@ -1359,15 +1426,13 @@ spanprof_log_transaction(request_rec *r)
     spanprof_conn_t         *cc;
     sp_thread_ctx_record_t  *saved;
 
+    /* Requests rejected before translate_name (400s) get their context
+     * only now. */
     if (!spanprof_globals.used || r->main != NULL
-        || spanprof_leaves_alone(r))
+        || (ctx = spanprof_decided(r)) == NULL)
     {
         return DECLINED;
     }
-
-    /* Requests rejected before translate_name (400s) get their context
-     * only now. */
-    ctx = spanprof_resolve(r);
     if (ctx->logged) {
         return DECLINED;
     }

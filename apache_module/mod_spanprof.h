@@ -59,10 +59,20 @@
  * without one, "HTTP ..." for another method), made once when the
  * configuration is read: a request's name is then a lookup, not a
  * formatting (spanprof_span.c). */
+#define SPANPROF_SCHEME_ROUTE_MAX  160
+#define SPANPROF_CLIENT_ATTRS_MAX  160
+#define SPANPROF_SERVER_ATTRS_MAX  128
+#define SPANPROF_HOST_MAX          64
+
 typedef struct {
     const char  *name[SPANPROF_NMETHODS];
     apr_size_t   len[SPANPROF_NMETHODS];
     apr_size_t   route_len;
+    /* The span's url.scheme and http.route attributes, encoded once
+     * (sp_span_kv_str_encode): [0] "http", [1] "https"; length 0 where
+     * the route is too long for it (written one by one then). */
+    uint8_t      scheme_route[2][SPANPROF_SCHEME_ROUTE_MAX];
+    apr_size_t   scheme_route_len[2];
 } spanprof_names_t;
 
 
@@ -225,9 +235,25 @@ typedef struct {
 } spanprof_ctx_t;
 
 /* Per connection: the request being served on it, so that a thread that
- * resumes the connection (event MPM write completion) runs labelled. */
+ * resumes the connection (event MPM write completion) runs labelled; the
+ * SERVER span's attributes that its next requests share, encoded once
+ * (spanprof_span.c): client.address, client.port and
+ * network.protocol.version for the protocol client_proto and the client
+ * port client_port, server.address
+ * and server.port as written for a request with this Host header and
+ * host name. */
 typedef struct {
     spanprof_ctx_t          *active;
+    int                      client_proto;
+    apr_port_t               client_port;
+    unsigned                 client_n;
+    size_t                   client_len;
+    uint8_t                  client[SPANPROF_CLIENT_ATTRS_MAX];
+    unsigned                 server_n;
+    size_t                   server_len;
+    uint8_t                  server[SPANPROF_SERVER_ATTRS_MAX];
+    char                     server_host[SPANPROF_HOST_MAX];
+    char                     server_hostname[SPANPROF_HOST_MAX];
 } spanprof_conn_t;
 
 
@@ -245,6 +271,11 @@ typedef struct {
      * handler phase too (translate_name, log_transaction), not only at
      * fixups for the handlers (CGI, SSI, FastCGI...). */
     int                  env_named;
+    /* And at fixups: some directive names one, or some loaded module
+     * may read them in its handler or filters (CGI, SSI, FastCGI, PHP,
+     * a third-party module: anything but httpd's modules known not to;
+     * mod_spanprof.c's spanprof_env_blind). */
+    int                  env_handler;
     /* A module besides http_core hooks http_scheme (mod_ssl): the span's
      * url.scheme asks the hook; else it is http_core's answer, from the
      * server's ServerName scheme (spanprof_span.c). */
@@ -280,7 +311,25 @@ const char *spanprof_set_api_write(cmd_parms *cmd, void *conf, int on);
 void spanprof_register_api_hooks(void);
 
 /* spanprof_context.c */
-spanprof_ctx_t *spanprof_get_ctx(request_rec *r, int create);
+/* The request's context (create: made if it has none). Inline for a
+ * main request's context already made, which the hooks ask for about six
+ * times per request; the rest (subrequests, internal redirects, the
+ * first time) in spanprof_ctx_find. */
+spanprof_ctx_t *spanprof_ctx_find(request_rec *r, int create);
+
+static inline spanprof_ctx_t *
+spanprof_get_ctx(request_rec *r, int create)
+{
+    spanprof_ctx_t  *ctx;
+
+    if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        if (ctx != NULL) {
+            return ctx;
+        }
+    }
+    return spanprof_ctx_find(r, create);
+}
 spanprof_conn_t *spanprof_conn(conn_rec *c, int create);
 void spanprof_resolve_ids(request_rec *r, spanprof_ctx_t *ctx);
 spanprof_ctx_t *spanprof_resolve(request_rec *r);

@@ -83,7 +83,7 @@ spanprof_last(request_rec *r)
 
 
 spanprof_ctx_t *
-spanprof_get_ctx(request_rec *r, int create)
+spanprof_ctx_find(request_rec *r, int create)
 {
     request_rec     *orig;
     spanprof_ctx_t  *ctx;

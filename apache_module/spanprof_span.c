@@ -58,6 +58,7 @@ spanprof_names_make(apr_pool_t *p, const char *route)
 {
     int                i;
     char              *b;
+    size_t             len, more;
     spanprof_names_t  *n;
 
     if (route == NULL || route[0] == '\0') {
@@ -72,6 +73,18 @@ spanprof_names_make(apr_pool_t *p, const char *route)
                                       spanprof_method_len[i], route,
                                       n->route_len);
         n->name[i] = b;
+    }
+    for (i = 0; i < 2; i++) {
+        len = sp_span_kv_str_encode(n->scheme_route[i],
+                                    sizeof(n->scheme_route[i]),
+                                    "url.scheme", 10, i ? "https" : "http",
+                                    i ? 5 : 4);
+        more = len ? sp_span_kv_str_encode(n->scheme_route[i] + len,
+                                           sizeof(n->scheme_route[i]) - len,
+                                           "http.route", 10, route,
+                                           n->route_len)
+                   : 0;
+        n->scheme_route_len[i] = more ? len + more : 0;
     }
     return n;
 }
@@ -316,14 +329,173 @@ spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
 /* ap_http_scheme(r) without running the hook when http_core's is the only
  * one (no mod_ssl): its answer, "https" for a server whose ServerName says
  * https://, else "http". */
+/* network.protocol.version of r->proto_num, or NULL (not written). */
+static APR_INLINE const char *
+spanprof_protocol_version(int proto, size_t *len)
+{
+    switch (proto) {
+    case HTTP_VERSION(0, 9):
+        *len = 3;
+        return "0.9";
+    case HTTP_VERSION(1, 0):
+        *len = 3;
+        return "1.0";
+    case HTTP_VERSION(1, 1):
+        *len = 3;
+        return "1.1";
+    case HTTP_VERSION(2, 0):
+        *len = 1;
+        return "2";
+    }
+    return NULL;
+}
+
+
+/* Whether the connection serves more than this request: it served one
+ * before, or keeps alive after this one (decided with the response, which
+ * log_transaction follows). A connection's only request encodes nothing
+ * ahead. */
+static APR_INLINE int
+spanprof_conn_more(conn_rec *c)
+{
+    return c->keepalives > 0 || c->keepalive == AP_CONN_KEEPALIVE;
+}
+
+
+/* server.address and server.port follow from the Host header, the host
+ * name httpd made of it and the connection: a request of a keep-alive
+ * connection with the same two as the one before takes the bytes that
+ * one wrote. -1: write them. */
+static int
+spanprof_server_attrs(request_rec *r, sp_span_attrs_t *a, const char *host)
+{
+    spanprof_conn_t  *cc;
+
+    if (r->connection->keepalives == 0 || host == NULL
+        || r->hostname == NULL)
+    {
+        return -1;
+    }
+    cc = ap_get_module_config(r->connection->conn_config, &spanprof_module);
+    if (cc == NULL || cc->server_len == 0
+        || strcmp(host, cc->server_host) != 0
+        || strcmp(r->hostname, cc->server_hostname) != 0)
+    {
+        return -1;
+    }
+    return sp_span_attrs_raw(a, cc->server, cc->server_len, cc->server_n);
+}
+
+
+/* After they were written (from start, the row having had left
+ * attributes to take): kept for the connection's next requests, when all
+ * of them were written there (none dropped). */
+static void
+spanprof_server_attrs_keep(request_rec *r, const sp_span_attrs_t *a,
+    const char *host, const uint8_t *start, unsigned left)
+{
+    size_t            len, hl, nl;
+    unsigned          n;
+    spanprof_conn_t  *cc;
+
+    if (!spanprof_conn_more(r->connection) || host == NULL
+        || r->hostname == NULL)
+    {
+        return;
+    }
+    n = left - a->left;
+    len = (size_t) (a->p - start);
+    hl = strlen(host);
+    nl = strlen(r->hostname);
+    if (n == 0 || n > 2 || a->p < start || len > SPANPROF_SERVER_ATTRS_MAX
+        || hl >= SPANPROF_HOST_MAX || nl >= SPANPROF_HOST_MAX)
+    {
+        return;
+    }
+    cc = spanprof_conn(r->connection, 1);
+    memcpy(cc->server, start, len);
+    memcpy(cc->server_host, host, hl + 1);
+    memcpy(cc->server_hostname, r->hostname, nl + 1);
+    cc->server_len = len;
+    cc->server_n = n;
+}
+
+
+/* client.address, client.port and network.protocol.version are the same
+ * for every request of a keep-alive connection whose client is the
+ * connection's (mod_remoteip may give a request another): encoded once,
+ * kept with the connection, appended as one copy. -1: write them one by
+ * one. */
+static int
+spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
+{
+    conn_rec         *c = r->connection;
+    size_t            n, len, vlen;
+    const char       *v;
+    spanprof_conn_t  *cc;
+
+    if (!spanprof_conn_more(c) || r->useragent_ip != c->client_ip
+        || r->useragent_addr != c->client_addr || c->client_addr == NULL
+        || c->client_ip == NULL)
+    {
+        return -1;
+    }
+    cc = spanprof_conn(c, 1);
+    /* The port too: a connection record reused for another client (as
+     * mod_http2's may be) never takes the last one's bytes. */
+    if (cc->client_len == 0 || cc->client_proto != r->proto_num
+        || cc->client_port != c->client_addr->port)
+    {
+        cc->client_len = 0;
+        len = sp_span_kv_str_encode(cc->client, sizeof(cc->client),
+                                    "client.address", 14, c->client_ip,
+                                    strlen(c->client_ip));
+        n = len ? sp_span_kv_int_encode(cc->client + len,
+                                        sizeof(cc->client) - len,
+                                        "client.port", 11,
+                                        c->client_addr->port)
+                : 0;
+        if (n == 0) {
+            return -1;
+        }
+        len += n;
+        cc->client_n = 2;
+        v = spanprof_protocol_version(r->proto_num, &vlen);
+        if (v != NULL) {
+            n = sp_span_kv_str_encode(cc->client + len,
+                                      sizeof(cc->client) - len,
+                                      "network.protocol.version", 24, v,
+                                      vlen);
+            if (n == 0) {
+                return -1;
+            }
+            len += n;
+            cc->client_n = 3;
+        }
+        cc->client_proto = r->proto_num;
+        cc->client_port = c->client_addr->port;
+        cc->client_len = len;
+    }
+    return sp_span_attrs_raw(a, cc->client, cc->client_len, cc->client_n);
+}
+
+
+static APR_INLINE int
+spanprof_scheme_https(request_rec *r)
+{
+    const char  *v = r->server->server_scheme;
+
+    return v != NULL && v[0] == 'h' && strcmp(v, "https") == 0;
+}
+
+
 static APR_INLINE const char *
 spanprof_scheme(request_rec *r, size_t *len)
 {
     const char  *v;
 
     if (!spanprof_globals.scheme_hooked) {
-        v = r->server->server_scheme;
-        if (v != NULL && v[0] == 'h' && strcmp(v, "https") == 0) {
+        if (spanprof_scheme_https(r)) {
             *len = 5;
             return "https";
         }
@@ -344,6 +516,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
     uint64_t end_ns)
 {
     char                        hex[2 * SP_SPAN_ID_LEN];
+    const uint8_t              *start;
+    unsigned                    left;
     const char                 *v, *q, *route, *err;
     size_t                      len;
     apr_off_t                   body;
@@ -411,30 +585,44 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
 
-    v = spanprof_scheme(r, &len);
-    sp_span_attrs_cstr(&a, s, "url.scheme", v, len);
-
-    if (route) {
-        sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);
+    /* In a <Location>, with http_core's scheme: both encoded ahead. */
+    i = route != NULL && !spanprof_globals.scheme_hooked
+        && spanprof_scheme_https(r);
+    if (route == NULL || spanprof_globals.scheme_hooked
+        || names->scheme_route_len[i] == 0
+        || sp_span_attrs_raw(&a, names->scheme_route[i],
+                             names->scheme_route_len[i], 2) != 0)
+    {
+        v = spanprof_scheme(r, &len);
+        sp_span_attrs_cstr(&a, s, "url.scheme", v, len);
+        if (route) {
+            sp_span_attrs_cstr(&a, s, "http.route", route, names->route_len);
+        }
     }
 
     sp_http_attrs_status(&a, s, SP_SPAN_KIND_SERVER, last->status);
 
     spanprof_read_headers(r, &h);
-    spanprof_server_address(r, s, &a, h.host);
-
-    if (r->useragent_ip != NULL) {
-        sp_span_attrs_cstr(&a, s, "client.address", r->useragent_ip,
-                           strlen(r->useragent_ip));
-    }
-    if (r->useragent_addr != NULL) {
-        sp_span_attrs_cint(&a, s, "client.port", r->useragent_addr->port);
-    } else if (r->connection->client_addr != NULL) {
-        sp_span_attrs_cint(&a, s, "client.port",
-                           r->connection->client_addr->port);
+    if (spanprof_server_attrs(r, &a, h.host) != 0) {
+        start = a.p;
+        left = a.left;
+        spanprof_server_address(r, s, &a, h.host);
+        spanprof_server_attrs_keep(r, &a, h.host, start, left);
     }
 
-    spanprof_protocol(r, s, &a);
+    if (spanprof_client_attrs(r, &a) != 0) {
+        if (r->useragent_ip != NULL) {
+            sp_span_attrs_cstr(&a, s, "client.address", r->useragent_ip,
+                               strlen(r->useragent_ip));
+        }
+        if (r->useragent_addr != NULL) {
+            sp_span_attrs_cint(&a, s, "client.port", r->useragent_addr->port);
+        } else if (r->connection->client_addr != NULL) {
+            sp_span_attrs_cint(&a, s, "client.port",
+                               r->connection->client_addr->port);
+        }
+        spanprof_protocol(r, s, &a);
+    }
 
     if (h.user_agent != NULL) {
         sp_span_attrs_cstr(&a, s, "user_agent.original", h.user_agent,

@@ -349,8 +349,10 @@ EOF
 };
 
 # mod_include: subrequests add no span and see the main request's ids.
+# Without mod_cgid and mod_proxy_fcgi (no_spawn), and no directive naming
+# an OTEL_* variable: mod_include alone must get them set at fixups.
 subtest 'SSI subrequests' => sub {
-    my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'],
+    my $ap = start_apache(mpm => 'event', receiver => $recv, modules => ['include'], no_spawn => 1,
         files => { 'htdocs/page.shtml' => qq{<!--#include virtual="/inc.txt" -->}
                        . qq{<!--#include virtual="/inc.txt" -->trace=<!--#echo var="OTEL_TRACE_ID" -->\n},
                    'htdocs/inc.txt' => "inc\n" },
@@ -478,6 +480,21 @@ sub run_mpm {
         $req{ $h->[0] } = { path => $path };
     }
 
+    # Five requests pipelined on one keep-alive connection: the client's
+    # and the server's attributes are encoded once and kept with it, the
+    # client's again when the protocol changes, the server's when the Host
+    # header does (spanprof_span.c).
+    my @ka = map { $uniq->("/api/ka$_-") } 1 .. 5;
+    my @ka_v = qw(1.1 1.1 1.1 1.0 1.1);
+    my @ka_host = (("127.0.0.1:$port") x 2, '127.0.0.1:8443', "localhost:$port", "127.0.0.1:$port");
+    my $ka_bytes = '';
+    for my $k (0 .. 4) {
+        $ka_bytes .= "GET $ka[$k] HTTP/$ka_v[$k]\r\nHost: $ka_host[$k]\r\nConnection: "
+                   . ($k == 4 ? 'close' : 'keep-alive') . "\r\n\r\n";
+    }
+    my (undef, $ka_port) = raw_request($port, $ka_bytes);
+    $req{"ka$_"} = { path => $ka[$_ - 1] } for 1 .. 5;
+
     my @inv = invalid_forms();
     my $i = 0;
     for my $c (@inv) {
@@ -602,6 +619,23 @@ sub run_mpm {
         ok $a, '401 traced' or return;
         is $a->{attrs}{'http.response.status_code'}, 401, 'status 401';
         is $a->{name}, 'GET /auth/', 'name';
+    };
+
+    subtest 'client and server attributes on a keep-alive connection' => sub {
+        my @s = map { ($span->("ka$_"))[0] } 1 .. 5;
+        for my $k (0 .. 4) {
+            my ($s, $n) = ($s[$k], $k + 1);
+            ok $s, "request $n: span" or next;
+            is $s->{attrs}{'client.address'}, '127.0.0.1', "request $n: client.address";
+            is $s->{attrs}{'client.port'}, $ka_port, "request $n: client.port is the connection's";
+            is $s->{attr_types}{'client.port'}, 'int', "request $n: client.port is an int";
+            is $s->{attrs}{'network.protocol.version'}, $ka_v[$k], "request $n: HTTP/$ka_v[$k]";
+            my ($host, $hport) = split /:/, $ka_host[$k];
+            is $s->{attrs}{'server.address'}, $host, "request $n: server.address $host";
+            is $s->{attrs}{'server.port'}, $hport, "request $n: server.port $hport";
+            is_deeply $s->{attr_keys}, $s[0]{attr_keys}, "request $n: the first one's attributes, in order"
+                if $s[0];
+        }
     };
 
     subtest 'server.port from the Host header' => sub {

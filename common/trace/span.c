@@ -225,6 +225,39 @@ sp_span_attrs_str_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
     return sp_span_attrs_open(s);
 }
 
+size_t
+sp_span_kv_str_encode(uint8_t *buf, size_t cap, const char *key,
+    size_t klen, const char *val, size_t vlen)
+{
+    size_t    any = vlen + 2, total = klen + any + 6;
+    uint8_t  *p;
+
+    if (vlen >= 120 || klen + any > 123 || total > cap) {
+        return 0;
+    }
+    p = sp_span_kv_head(buf, key, klen, any);
+    p[0] = SP_TAG(1, SP_WT_LEN);            /* AnyValue.string_value */
+    p[1] = (uint8_t) vlen;
+    memcpy(p + 2, val, vlen);
+    return total;
+}
+
+size_t
+sp_span_kv_int_encode(uint8_t *buf, size_t cap, const char *key,
+    size_t klen, int64_t val)
+{
+    size_t    any = 1 + sp_wire_vsize((uint64_t) val), total = klen + any + 6;
+    uint8_t  *p;
+
+    if (klen + any > 123 || total > cap) {
+        return 0;
+    }
+    p = sp_span_kv_head(buf, key, klen, any);
+    p[0] = SP_TAG(3, SP_WT_VARINT);         /* AnyValue.int_value */
+    sp_wire_varint(p + 1, (uint64_t) val);
+    return total;
+}
+
 sp_span_attrs_t
 sp_span_attrs_int_slow(sp_span_t *s, sp_span_attrs_t a, const char *key,
     size_t klen, int64_t val)

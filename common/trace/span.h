@@ -290,6 +290,33 @@ sp_span_attrs_int_static(sp_span_attrs_t *a, sp_span_t *s, const char *key,
     sp_wire_varint(p + 1, (uint64_t) val);
 }
 
+/* Attributes encoded ahead, once (constant keys and values: at
+ * configuration time), appended to the row as one copy: n attributes in
+ * len bytes, each made by sp_span_kv_str_encode(). -1, nothing written,
+ * when the span lacks the room or the count for all of them: then write
+ * them one by one, which keeps and counts what fits as always. */
+SP_SPAN_INLINE int
+sp_span_attrs_raw(sp_span_attrs_t *a, const uint8_t *enc, size_t len,
+    unsigned n)
+{
+    if (a->left < n || len > (size_t) (a->end - a->p)) {
+        return -1;
+    }
+    memcpy(a->p, enc, len);
+    a->p += len;
+    a->left -= n;
+    return 0;
+}
+
+/* The bytes a string (an integer) attribute is written as (the same as
+ * the single writers' and the row's), into buf: their length, or 0 when
+ * it does not fit cap or the one-byte lengths of the writers' fast path
+ * (write it with them then). */
+size_t sp_span_kv_str_encode(uint8_t *buf, size_t cap, const char *key,
+    size_t klen, const char *val, size_t vlen);
+size_t sp_span_kv_int_encode(uint8_t *buf, size_t cap, const char *key,
+    size_t klen, int64_t val);
+
 /* key must be a string literal. */
 #define sp_span_attrs_cstr(a, s, key, val, vlen) \
     sp_span_attrs_str_static(a, s, "" key, sizeof(key) - 1, val, vlen)

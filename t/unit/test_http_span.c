@@ -1,11 +1,13 @@
 /* HTTP semantic conventions shared by both servers: known methods, span
- * names, the method attributes. */
+ * names, the method attributes; attributes encoded ahead
+ * (sp_span_kv_str_encode, sp_span_kv_int_encode, sp_span_attrs_raw). */
 
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "tap.h"
 #include "common/trace/http_span.h"
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 
 
 static void
@@ -169,6 +171,110 @@ test_attrs_row(void)
 }
 
 
+/* Attributes encoded ahead and appended as one copy: the bytes the
+ * single writers write, and what protobuf-c decodes from the span. */
+static void
+test_attrs_raw(void)
+{
+    static sp_span_t  x, y;
+    static char       longv[200];
+    static uint8_t    out[SP_SPAN_WIRE + 512];
+    uint8_t           tid[16] = { 1 }, sid[8] = { 2 }, enc[160];
+    size_t            len, more, n;
+    sp_span_attrs_t   a;
+    int               i, rc;
+    Opentelemetry__Proto__Trace__V1__Span  *d;
+
+    memset(longv, 'v', sizeof(longv));
+
+    len = sp_span_kv_str_encode(enc, sizeof(enc), "url.scheme", 10,
+                                "https", 5);
+    more = sp_span_kv_str_encode(enc + len, sizeof(enc) - len, "http.route",
+                                 10, "/a/b/", 5);
+    ok(len == 23 && more == 23, "two attributes encoded ahead (%zu, %zu)",
+       len, more);
+
+    sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    sp_span_attr_cstr(&x, "url.path", "/a/b/c", 6);
+    sp_span_attr_cstr(&x, "url.scheme", "https", 5);
+    sp_span_attr_cstr(&x, "http.route", "/a/b/", 5);
+    sp_span_attr_cint(&x, "client.port", 54321);
+
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    a = sp_span_attrs_open(&y);
+    sp_span_attrs_cstr(&a, &y, "url.path", "/a/b/c", 6);
+    rc = sp_span_attrs_raw(&a, enc, len + more, 2);
+    sp_span_attrs_cint(&a, &y, "client.port", 54321);
+    sp_span_attrs_close(&y, a);
+
+    ok(rc == 0 && y.nattrs == 4 && y.nattrs == x.nattrs,
+       "appended: four attributes (%d)", y.nattrs);
+    ok(y.wire_used == x.wire_used
+       && memcmp(y.wire, x.wire, x.wire_used) == 0,
+       "appended: the bytes of the single writers (%d)", y.wire_used);
+
+    n = (size_t) (sp_span_encode(&y, out) - out);
+    ok(n == sp_span_encoded_size(&y), "encoded span: %zu bytes", n);
+    d = opentelemetry__proto__trace__v1__span__unpack(NULL, n, out);
+    ok(d != NULL && d->n_attributes == 4, "protobuf-c decodes 4 attributes");
+    if (d != NULL && d->n_attributes == 4) {
+        ok(strcmp(d->attributes[1]->key, "url.scheme") == 0
+           && d->attributes[1]->value->value_case
+              == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE
+           && strcmp(d->attributes[1]->value->string_value, "https") == 0,
+           "decoded: url.scheme https");
+        ok(strcmp(d->attributes[2]->key, "http.route") == 0
+           && strcmp(d->attributes[2]->value->string_value, "/a/b/") == 0,
+           "decoded: http.route /a/b/");
+        ok(strcmp(d->attributes[3]->key, "client.port") == 0
+           && d->attributes[3]->value->int_value == 54321,
+           "decoded: client.port after them");
+    }
+    if (d != NULL) {
+        opentelemetry__proto__trace__v1__span__free_unpacked(d, NULL);
+    }
+
+    /* Integers, as the single writers write them (-1: a 10-byte varint). */
+    {
+        static const int64_t  ints[] = { 0, 54321, -1 };
+
+        for (i = 0; i < 3; i++) {
+            sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+            sp_span_attr_cint(&x, "client.port", ints[i]);
+            n = sp_span_kv_int_encode(enc, sizeof(enc), "client.port", 11,
+                                      ints[i]);
+            ok(n > 0 && n == x.wire_used && memcmp(enc, x.wire, n) == 0,
+               "integer %lld encoded ahead: the writers' %zu bytes",
+               (long long) ints[i], n);
+        }
+        ok(sp_span_kv_int_encode(enc, 20, "client.port", 11, 54321) == 0,
+           "an integer: a buffer one byte short is refused");
+    }
+
+    /* What the fast path cannot take is refused, as is a short buffer. */
+    ok(sp_span_kv_str_encode(enc, sizeof(enc), "k", 1, longv, 120) == 0,
+       "a 120-byte value is not encoded ahead");
+    ok(sp_span_kv_str_encode(enc, sizeof(enc), "k", 1, longv, 119) == 128,
+       "a 119-byte value is (128 bytes)");
+    ok(sp_span_kv_str_encode(enc, 22, "url.scheme", 10, "https", 5) == 0,
+       "a buffer one byte short is refused");
+
+    /* Without room for all: nothing written, the count kept. */
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    a = sp_span_attrs_open(&y);
+    for (i = 0; i < SP_SPAN_MAX_ATTRS - 1; i++) {
+        sp_span_attrs_cint(&a, &y, "n", i);
+    }
+    sp_span_attrs_close(&y, a);
+    n = y.wire_used;
+    a = sp_span_attrs_open(&y);
+    rc = sp_span_attrs_raw(&a, enc, len + more, 2);
+    sp_span_attrs_close(&y, a);
+    ok(rc == -1 && y.wire_used == n && y.nattrs == SP_SPAN_MAX_ATTRS - 1,
+       "one attribute left: two are not appended");
+}
+
+
 /* The name made in place is the name sp_span_set_name() keeps. */
 static void
 test_name_place(void)
@@ -248,6 +354,7 @@ main(void)
     test_span_name();
     test_span_method();
     test_attrs_row();
+    test_attrs_raw();
     test_name_place();
 
     return done_testing();

@@ -74,7 +74,9 @@ C<receiver_url>, C<port>/C<port2>/C<port3>, C<dirs> (created under PREFIX,
 mode 0777), C<files> ({relative path => content}; a path ending in .cgi is
 made executable), C<main> (text before the MPM section), C<loglevel>,
 C<first> (load mod_spanprof before the other modules, mod_proxy included),
-C<modules> (more Debian modules by name, e.g. ['proxy_balancer']).
+C<modules> (more Debian modules by name, e.g. ['proxy_balancer']),
+C<no_spawn> (leave out proxy_fcgi and cgi/cgid, the modules that read the
+request's environment).
 Starts C<apache2 -f PREFIX/httpd.conf -k start> without APACHE_* in the
 environment and waits for the pid file, a child and the port. Returns a
 SpanProf::Apache::Server:
@@ -266,8 +268,9 @@ sub _build_conf {
         [rewrite_module => 'mod_rewrite.so'],
         [proxy_module => 'mod_proxy.so'],
         [proxy_http_module => 'mod_proxy_http.so'],
-        [proxy_fcgi_module => 'mod_proxy_fcgi.so'],
-        $threaded ? [cgid_module => 'mod_cgid.so'] : [cgi_module => 'mod_cgi.so'],
+        $o{no_spawn} ? () : (
+            [proxy_fcgi_module => 'mod_proxy_fcgi.so'],
+            $threaded ? [cgid_module => 'mod_cgid.so'] : [cgi_module => 'mod_cgi.so']),
     );
     $mods[0] = ["mpm_${mpm}_module", "mod_mpm_$mpm.so"];
     push @mods, map { [ "${_}_module", "mod_$_.so" ] } @{ $o{modules} || [] };
@@ -289,7 +292,7 @@ sub _build_conf {
     if ($> == 0) {
         $c .= "User nobody\nGroup nogroup\n";
     }
-    $c .= "ScriptSock $prefix/run/cgid.sock\n" if $threaded;
+    $c .= "ScriptSock $prefix/run/cgid.sock\n" if $threaded && !$o{no_spawn};
     $c .= $o{main} . "\n" if length $o{main};
     if ($threaded) {
         my $max = $servers * $threads;
