@@ -1145,12 +1145,18 @@ spanprof_mark_active(server_rec *s)
 
 
 /* Whether a directive of the configuration (or a section's argument)
- * names an OTEL_* variable: apr's tables ignore case, so does this. */
+ * names an OTEL_* variable: apr's tables ignore case, so does this. An
+ * AllowOverride or AllowOverrideList other than None counts as naming
+ * them: the .htaccess files it lets in are read per request, after this
+ * check, and may. */
 static int
 spanprof_names_env(const ap_directive_t *d)
 {
     for (; d != NULL; d = d->next) {
         if ((d->args != NULL && strcasestr(d->args, "OTEL_") != NULL)
+            || ((strcasecmp(d->directive, "AllowOverride") == 0
+                 || strcasecmp(d->directive, "AllowOverrideList") == 0)
+                && d->args != NULL && strcasecmp(d->args, "None") != 0)
             || spanprof_names_env(d->first_child))
         {
             return 1;

@@ -381,6 +381,32 @@ EOF
     $ap->stop;
 };
 
+# A .htaccess file is read per request, after the configuration was
+# searched for OTEL_* names: an AllowOverride that lets one in counts as
+# naming them (no_spawn: no module that reads them anyway).
+subtest '.htaccess naming OTEL_TRACE_ID' => sub {
+    my $ap = start_apache(mpm => 'event', receiver => $recv, no_spawn => 1,
+        files => { 'htdocs/ht/.htaccess' => qq{Header set X-Trace-Id "%{OTEL_TRACE_ID}e"\n},
+                   'htdocs/ht/a.txt' => "a\n" },
+        conf => <<'EOF');
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+<Directory %%PREFIX%%/htdocs/ht>
+    AllowOverride FileInfo
+</Directory>
+<VirtualHost 127.0.0.1:%%PORT%%>
+    OtelTrace On
+</VirtualHost>
+EOF
+    my $r = http_get($ap->port, '/ht/a.txt');
+    is $r->{status}, 200, 'GET /ht/a.txt';
+    my ($sv) = wait_for_spans($recv, 1, 10, filter => sub { ($_[0]{attrs}{'url.path'} // '') eq '/ht/a.txt' });
+    ok $sv, 'SERVER span' or return;
+    is $r->{headers}{'x-trace-id'}, $sv->{trace_id}, 'the .htaccess Header read OTEL_TRACE_ID';
+    $ap->stop;
+};
+
 # A balancer whose first member is down: one CLIENT span, two attempts.
 subtest 'balancer failover: upstream.attempt events' => sub {
     my $ap = start_apache(mpm => 'event', receiver => $recv,
