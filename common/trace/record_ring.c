@@ -294,6 +294,20 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
     (void) counter_add(r, &r->consumed, n);
 }
 
+void
+sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark)
+{
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (n == 0 || n > r->peeked) {
+        return;
+    }
+    release_range(r, t, mark);
+    r->peeked -= n;
+    atomic_store_explicit(&r->tail, mark, memory_order_release);
+    (void) counter_add(r, &r->consumed, n);
+}
+
 size_t
 sp_record_ring_pending(sp_record_ring_t *r)
 {
