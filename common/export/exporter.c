@@ -36,11 +36,20 @@
 #define SAMPLE_DRAIN_MS         200     /* the sample ring is emptied this
                                            often, whatever the interval */
 
-/* An encoded request waiting to be sent (or retried). */
+/* An encoded request waiting to be sent (or retried). Sent without a
+ * copy (e->in_place), its spans stay in the queue until it is done: the
+ * request is then parts, its two heads, the resource and scope packed
+ * once, and the spans' records, and mark where its spans end in the
+ * queue. */
 typedef struct {
-    sp_buf_t   body;
-    size_t     nspans;
-    unsigned   attempts;
+    sp_buf_t        body;
+    size_t          nspans;
+    unsigned        attempts;
+    sp_http_part_t *parts;              /* in place: 4 + nspans */
+    size_t          len;                /* in place: the request's bytes */
+    uint64_t        mark;
+    uint8_t         head1[SP_OTLP_TRACES_HEAD_MAX];
+    uint8_t         head2[SP_OTLP_TRACES_HEAD_MAX];
 } batch_t;
 
 struct sp_exporter {
@@ -57,6 +66,12 @@ struct sp_exporter {
     char                *pyroscope_url;
 
     sp_span_queue_t     *queue;
+    /* OTLP protobuf over HTTP or gRPC without gzip: batches are sent from
+     * the queue (batch_t). held: the spans of pending batches, which the
+     * queue still counts. */
+    int                  in_place;
+    sp_otlp_traces_fixed_t fixed;
+    _Atomic size_t       held;
     sp_exporter_loop_t   driver;           /* .timer NULL: own thread */
     int                  wake_fd;          /* the thread's, else -1 */
     pthread_t            thread;
@@ -142,6 +157,7 @@ exporter_free(sp_exporter_t *e)
     if (e->batches != NULL) {
         for (i = 0; i < e->conf.batch_count; i++) {
             sp_buf_free(&e->batches[i].body);
+            free(e->batches[i].parts);
         }
         free(e->batches);
     }
@@ -157,6 +173,7 @@ exporter_free(sp_exporter_t *e)
     free(e->profiles_url);
     free(e->pyroscope_url);
     sp_span_queue_destroy(e->queue);
+    sp_otlp_traces_fixed_free(&e->fixed);
     sp_resource_free(&e->resource);
     sp_arena_free(&e->arena);
     if (e->wake_fd >= 0) {
@@ -232,6 +249,15 @@ pop_batch(sp_exporter_t *e)
 {
     batch_t  t;
 
+    if (e->in_place) {
+        /* Its spans leave the queue now (batches end in order). */
+        sp_span_queue_release_to(e->queue, e->batches[e->head].nspans,
+                                 e->batches[e->head].mark);
+        atomic_store_explicit(&e->held, atomic_load_explicit(&e->held,
+                              memory_order_relaxed)
+                              - e->batches[e->head].nspans,
+                              memory_order_relaxed);
+    }
     e->head = (e->head + 1) % e->conf.batch_count;
     e->npending--;
     /* With nothing waiting, the next batch goes into the first buffer
@@ -250,18 +276,64 @@ pop_batch(sp_exporter_t *e)
     }
 }
 
+/* A batch of the n spans just peeked, sent from where they are. */
+static void
+encode_in_place(sp_exporter_t *e, batch_t *b, size_t n)
+{
+    sp_http_part_t  *pt = b->parts + 4;
+    size_t           i, spans_len = 0, h1, h2;
+
+    for (i = 0; i < n; i++) {
+        pt[i].data = e->scratch[i]->data;
+        pt[i].len = e->scratch[i]->len;
+        spans_len += e->scratch[i]->len;
+    }
+    b->len = sp_otlp_traces_heads(&e->fixed, spans_len, b->head1, &h1,
+                                  b->head2, &h2);
+    b->parts[0] = (sp_http_part_t) { b->head1, h1 };
+    b->parts[1] = (sp_http_part_t) { e->fixed.res, e->fixed.res_len };
+    b->parts[2] = (sp_http_part_t) { b->head2, h2 };
+    b->parts[3] = (sp_http_part_t) { e->fixed.scope, e->fixed.scope_len };
+    b->mark = sp_span_queue_mark(e->queue);
+    b->nspans = n;
+    b->attempts = 0;
+    atomic_store_explicit(&e->held, atomic_load_explicit(&e->held,
+                          memory_order_relaxed) + n, memory_order_relaxed);
+    e->npending++;
+}
+
+static int encode_copy(sp_exporter_t *e, batch_t *b, size_t n);
+
 /* Encodes up to batch_size queued spans into a free pending slot. */
 static int
 encode_batch(sp_exporter_t *e)
 {
     batch_t  *b = &e->batches[(e->head + e->npending) % e->conf.batch_count];
     size_t    n;
-    int       rc;
 
     n = sp_span_queue_peek(e->queue, e->scratch, e->conf.batch_size);
     if (n == 0) {
         return 0;
     }
+    if (e->in_place) {
+        encode_in_place(e, b, n);
+    } else if (encode_copy(e, b, n) != 0) {
+        return (int) n;
+    }
+    sp_logf(&e->conf.log, SP_LOG_DEBUG,
+            "spanprof: %zu spans encoded, %zu batches pending", n,
+            e->npending);
+    return (int) n;
+}
+
+/* A batch of the n spans just peeked, encoded into its own buffer (gzip,
+ * JSON, file): the spans leave the queue at once. -1 when out of memory
+ * (the spans are dropped and counted). */
+static int
+encode_copy(sp_exporter_t *e, batch_t *b, size_t n)
+{
+    int  rc;
+
     sp_buf_reset(&b->body);
     rc = e->to_file
          ? sp_otlp_traces_encode_json(&e->arena, &e->resource, e->scratch, n,
@@ -277,15 +349,12 @@ encode_batch(sp_exporter_t *e)
         atomic_fetch_add(&e->spans_dropped_export, n);
         sp_logf(&e->conf.log, SP_LOG_ERR,
                 "spanprof: out of memory encoding %zu spans", n);
-        return (int) n;
+        return -1;
     }
     b->nspans = n;
     b->attempts = 0;
     e->npending++;
-    sp_logf(&e->conf.log, SP_LOG_DEBUG,
-            "spanprof: %zu spans encoded, %zu batches pending", n,
-            e->npending);
-    return (int) n;
+    return 0;
 }
 
 static void
@@ -347,12 +416,22 @@ send_head(sp_exporter_t *e, uint64_t now)
 
     b->attempts++;
     e->sending = 1;
-    if (sp_http_client_post(e->http, e->url,
-                            e->conf.protocol == SP_EXPORT_HTTP_JSON
-                            ? SP_OTLP_HTTP_JSON_CONTENT_TYPE
-                            : "application/x-protobuf",
-                            b->body.data, b->body.len, timeout / MS,
-                            traces_posted, e) != 0)
+    if (e->in_place) {
+        /* Its heads, where the batch is now (pop_batch moves batches). */
+        b->parts[0].data = b->head1;
+        b->parts[2].data = b->head2;
+    }
+    if ((e->in_place
+         ? sp_http_client_post_parts(e->http, e->url,
+                                     "application/x-protobuf", b->parts,
+                                     4 + b->nspans, b->len, timeout / MS,
+                                     traces_posted, e)
+         : sp_http_client_post(e->http, e->url,
+                               e->conf.protocol == SP_EXPORT_HTTP_JSON
+                               ? SP_OTLP_HTTP_JSON_CONTENT_TYPE
+                               : "application/x-protobuf",
+                               b->body.data, b->body.len, timeout / MS,
+                               traces_posted, e)) != 0)
     {
         memset(&failed, 0, sizeof(failed));
         snprintf(failed.error, sizeof(failed.error),
@@ -466,6 +545,16 @@ traces_posted(void *ud, const sp_http_response_t *resp)
     }
 }
 
+/* Spans queued and not yet in a batch. */
+static size_t
+queue_waiting(sp_exporter_t *e)
+{
+    size_t  n = sp_span_queue_pending(e->queue);
+    size_t  h = atomic_load_explicit(&e->held, memory_order_relaxed);
+
+    return n > h ? n - h : 0;
+}
+
 /* Does what is due without blocking; returns when it next has something to
  * do (monotonic ns). Sets e->finished once stopping and done. */
 static uint64_t
@@ -530,7 +619,7 @@ exporter_step(sp_exporter_t *e)
         progress = 0;
         if (e->npending < e->conf.batch_count && !e->abandon
             && (!e->failing || e->npending == 0)
-            && (sp_span_queue_pending(e->queue) >= e->conf.batch_size
+            && (queue_waiting(e) >= e->conf.batch_size
                 || now >= e->next_flush || stopping))
         {
             progress = encode_batch(e) > 0;
@@ -558,7 +647,7 @@ exporter_step(sp_exporter_t *e)
     if (stopping
         && (now >= deadline
             || ((e->abandon
-                 || (e->npending == 0 && sp_span_queue_pending(e->queue) == 0))
+                 || (e->npending == 0 && queue_waiting(e) == 0))
                 && !(e->profiles != NULL
                      && sp_profile_export_busy(e->profiles)))))
     {
@@ -829,6 +918,12 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         }
     }
 
+    /* Batches sent from the queue: OTLP protobuf (HTTP or gRPC) without
+     * gzip, which needs the request whole. Their spans stay in the queue
+     * while they wait (no batch buffers: the queue is the whole memory
+     * bound). */
+    e->in_place = !e->to_file && e->http != NULL && !conf->gzip
+                  && conf->protocol != SP_EXPORT_HTTP_JSON;
     /* On a server's event loop, spans are queued and sent by one thread. */
     e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count,
                                     e->driver.timer != NULL);
@@ -839,7 +934,20 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     }
     for (i = 0; i < e->conf.batch_count; i++) {
         sp_buf_init(&e->batches[i].body);
+        if (e->in_place) {
+            e->batches[i].parts = calloc(4 + e->conf.batch_size,
+                                         sizeof(sp_http_part_t));
+            if (e->batches[i].parts == NULL) {
+                goto nomem;
+            }
+        }
     }
+    if (e->in_place
+        && sp_otlp_traces_fixed_init(&e->fixed, &e->arena, &e->resource) != 0)
+    {
+        goto nomem;
+    }
+    sp_arena_reset(&e->arena);
 
     if (conf->profiling) {
         if (conf->pyroscope_url != NULL) {
@@ -1063,7 +1171,7 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     memset(st, 0, sizeof(*st));
     st->spans_exported = atomic_load(&e->spans_exported);
     st->spans_queued = sp_span_queue_committed(e->queue);
-    st->queue_depth = sp_span_queue_pending(e->queue);
+    st->queue_depth = queue_waiting(e);
     st->spans_dropped_queue_full = sp_span_queue_dropped(e->queue);
     st->spans_dropped_export = atomic_load(&e->spans_dropped_export);
     st->spans_rejected = atomic_load(&e->spans_rejected);

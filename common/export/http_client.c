@@ -29,9 +29,14 @@ struct sp_http_client {
      * or gz), and how much of the two libcurl has read (on_upload): the
      * message is not copied to be framed. */
     uint8_t             prefix[SP_GRPC_FRAME_HEADER];
-    const uint8_t      *msg;
-    size_t              msg_len;
-    size_t              read_pos;
+    size_t              prefix_len;    /* 0 for HTTP */
+    const sp_http_part_t *parts;       /* the body: the caller's, or one */
+    size_t              nparts;
+    sp_http_part_t      one;
+    size_t              body_len;
+    size_t              read_pos;      /* of prefix and body */
+    size_t              part, part_off;    /* where read_pos is */
+    sp_buf_t            flat;          /* small parts put together */
     sp_buf_t            raw;       /* gRPC: the answer's body, framed */
     sp_grpc_response_t  grpc_resp;
     char                grpc_timeout[40];
@@ -104,28 +109,54 @@ on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* gRPC: libcurl reads the request body, prefix then message, from here. */
+/* libcurl reads the request body from here (gRPC: the prefix, then the
+ * message): the parts one after another, straight into its upload
+ * buffer. */
 static size_t
 on_upload(char *buf, size_t size, size_t n, void *ud)
 {
-    sp_http_client_t  *c = ud;
-    size_t             room = size * n, got = 0, k;
+    sp_http_client_t      *c = ud;
+    size_t                 room = size * n, got = 0, k;
+    const sp_http_part_t  *pt;
 
-    if (c->read_pos < SP_GRPC_FRAME_HEADER) {
-        k = SP_GRPC_FRAME_HEADER - c->read_pos;
+    if (c->read_pos < c->prefix_len) {
+        k = c->prefix_len - c->read_pos;
         k = k < room ? k : room;
         memcpy(buf, c->prefix + c->read_pos, k);
         got = k;
         c->read_pos += k;
     }
-    if (got < room && c->read_pos < SP_GRPC_FRAME_HEADER + c->msg_len) {
-        k = SP_GRPC_FRAME_HEADER + c->msg_len - c->read_pos;
+    while (got < room && c->part < c->nparts) {
+        pt = &c->parts[c->part];
+        k = pt->len - c->part_off;
         k = k < room - got ? k : room - got;
-        memcpy(buf + got, c->msg + (c->read_pos - SP_GRPC_FRAME_HEADER), k);
+        memcpy(buf + got, (const uint8_t *) pt->data + c->part_off, k);
         got += k;
         c->read_pos += k;
+        c->part_off += k;
+        if (c->part_off == pt->len) {
+            c->part++;
+            c->part_off = 0;
+        }
     }
     return got;
+}
+
+/* Puts the read position at offset of the prefix and body. */
+static void
+upload_seek(sp_http_client_t *c, size_t offset)
+{
+    size_t  left;
+
+    c->read_pos = offset;
+    c->part = 0;
+    c->part_off = 0;
+    left = offset > c->prefix_len ? offset - c->prefix_len : 0;
+    while (c->part < c->nparts && left >= c->parts[c->part].len) {
+        left -= c->parts[c->part].len;
+        c->part++;
+    }
+    c->part_off = left;
 }
 
 /* libcurl rewinds the body when it sends it again (a connection that
@@ -136,11 +167,11 @@ on_upload_seek(void *ud, curl_off_t offset, int origin)
     sp_http_client_t  *c = ud;
 
     if (origin != SEEK_SET || offset < 0
-        || (uint64_t) offset > SP_GRPC_FRAME_HEADER + c->msg_len)
+        || (uint64_t) offset > c->prefix_len + c->body_len)
     {
         return CURL_SEEKFUNC_CANTSEEK;
     }
-    c->read_pos = (size_t) offset;
+    upload_seek(c, (size_t) offset);
     return CURL_SEEKFUNC_OK;
 }
 
@@ -206,6 +237,7 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     sp_buf_init(&c->gz);
     sp_buf_init(&c->resp.body);
     sp_buf_init(&c->raw);
+    sp_buf_init(&c->flat);
     c->loop = loop;
     c->gzip = conf->gzip;
     c->grpc = conf->grpc;
@@ -267,13 +299,12 @@ sp_http_client_new(sp_http_loop_t *loop, const sp_http_client_conf_t *conf)
     curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->curl, CURLOPT_UPLOAD_BUFFERSIZE, 2048L * 1024);
-    if (c->grpc) {
-        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_upload);
-        curl_easy_setopt(c->curl, CURLOPT_READDATA, c);
-        curl_easy_setopt(c->curl, CURLOPT_SEEKFUNCTION, on_upload_seek);
-        curl_easy_setopt(c->curl, CURLOPT_SEEKDATA, c);
-    }
+    /* gRPC, and HTTP bodies in parts (sp_http_client_post_parts). */
+    curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_READFUNCTION, on_upload);
+    curl_easy_setopt(c->curl, CURLOPT_READDATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_SEEKFUNCTION, on_upload_seek);
+    curl_easy_setopt(c->curl, CURLOPT_SEEKDATA, c);
     c->xfer.easy = c->curl;
     c->xfer.done = transfer_done;
     return c;
@@ -298,6 +329,7 @@ sp_http_client_free(sp_http_client_t *c)
     free(c->ca_name);
     sp_buf_free(&c->gz);
     sp_buf_free(&c->raw);
+    sp_buf_free(&c->flat);
     sp_buf_free(&c->resp.body);
     free(c);
 }
@@ -323,11 +355,48 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud)
 {
-    long  tls;
+    if (c->done != NULL) {
+        return -1;
+    }
+    c->one.data = body;
+    c->one.len = len;
+    return sp_http_client_post_parts(c, url, content_type, &c->one, 1, len,
+                                     timeout_ms, done, ud);
+}
+
+/* What libcurl 7.88 sends in the same write as the headers when it is
+ * given as POSTFIELDS (its MAX_INITIAL_POST_SIZE). */
+#define SP_HTTP_SMALL_BODY  (64 * 1024)
+
+int
+sp_http_client_post_parts(sp_http_client_t *c, const char *url,
+    const char *content_type, const sp_http_part_t *parts, size_t nparts,
+    size_t len, uint64_t timeout_ms, sp_http_done_fn done, void *ud)
+{
+    long         tls;
+    size_t       i;
+    const void  *body;
 
     if (c->done != NULL) {
         return -1;
     }
+    if (nparts != 1 && (c->gzip || (!c->grpc && len < SP_HTTP_SMALL_BODY))) {
+        /* One body: gzip takes it whole; a small one goes with the
+         * headers (POSTFIELDS, HTTP). */
+        sp_buf_reset(&c->flat);
+        for (i = 0; i < nparts; i++) {
+            sp_buf_append(&c->flat, parts[i].data, parts[i].len);
+        }
+        if (sp_buf_failed(&c->flat)) {
+            return -1;
+        }
+        c->one.data = c->flat.data;
+        c->one.len = c->flat.len;
+        parts = &c->one;
+        nparts = 1;
+        len = c->flat.len;
+    }
+    body = nparts > 0 ? parts[0].data : "";
     c->resp.status = 0;
     c->resp.retry_after_ms = 0;
     c->resp.error[0] = '\0';
@@ -346,7 +415,15 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
         }
         body = c->gz.data;
         len = c->gz.len;
+        c->one.data = body;
+        c->one.len = len;
+        parts = &c->one;
+        nparts = 1;
     }
+    c->parts = parts;
+    c->nparts = nparts;
+    c->body_len = len;
+    c->prefix_len = 0;
 
     if (c->grpc) {
         sp_grpc_response_reset(&c->grpc_resp);
@@ -355,9 +432,7 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
             return -1;      /* the prefix's length has 4 bytes */
         }
         sp_grpc_frame_header(c->prefix, len, c->gzip);
-        c->msg = body;
-        c->msg_len = len;
-        c->read_pos = 0;
+        c->prefix_len = SP_GRPC_FRAME_HEADER;
         len += SP_GRPC_FRAME_HEADER;
         content_type = "application/grpc";
         /* The server gives up when the client would: at most 8 digits. */
@@ -396,8 +471,12 @@ sp_http_client_post(sp_http_client_t *c, const char *url,
 
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, &c->ct_header);
+    upload_seek(c, 0);
     if (!c->grpc) {
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+        /* One part: libcurl sends a small body with the headers, a large
+         * one from its upload buffer; parts: read from on_upload. */
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS,
+                         nparts == 1 ? body : NULL);
     }
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
@@ -487,7 +566,7 @@ h2c_resend(sp_http_client_t *c, int curl_result)
     c->curl_err[0] = '\0';
     sp_grpc_response_reset(&c->grpc_resp);
     sp_buf_reset(&c->raw);
-    c->read_pos = 0;
+    upload_seek(c, 0);
     if (sp_http_loop_start(c->loop, &c->xfer) != 0) {
         sp_h2c_end(sp_http_loop_h2c(c->loop), c->h2c_url, c->h2c_mode, 0, 0);
         return 0;

@@ -81,6 +81,21 @@ int sp_http_client_post(sp_http_client_t *c, const char *url,
     const char *content_type, const void *body, size_t len,
     uint64_t timeout_ms, sp_http_done_fn done, void *ud);
 
+/* The same with the body given as parts, sent one after another as one
+ * body of len bytes (their sum) without being put together first: libcurl
+ * reads them from a callback into its upload buffer. A body under 64 KiB
+ * (which libcurl would send with the headers) or one to gzip is put
+ * together in the client's own buffer instead. The parts array and what
+ * it points to must stay as they are until done is called. */
+typedef struct {
+    const void  *data;
+    size_t       len;
+} sp_http_part_t;
+
+int sp_http_client_post_parts(sp_http_client_t *c, const char *url,
+    const char *content_type, const sp_http_part_t *parts, size_t nparts,
+    size_t len, uint64_t timeout_ms, sp_http_done_fn done, void *ud);
+
 int sp_http_client_busy(const sp_http_client_t *c);
 
 /* Reads a CA bundle for ca_pem, at most SP_HTTP_CA_MAX bytes holding at

@@ -19,6 +19,29 @@
 int sp_otlp_traces_encode(sp_arena_t *a, const sp_resource_t *res,
     const sp_span_rec_t *const *spans, size_t n, sp_buf_t *out);
 
+/* The same request sent without copying the spans: the resource and the
+ * scope packed once (sp_otlp_traces_fixed_init, freed with _free), and
+ * per batch the two short heads around them (sp_otlp_traces_heads): the
+ * request is head1, res, head2, scope, then the spans' records as they
+ * are. */
+typedef struct {
+    uint8_t  *res;
+    size_t    res_len;
+    uint8_t  *scope;
+    size_t    scope_len;
+} sp_otlp_traces_fixed_t;
+
+#define SP_OTLP_TRACES_HEAD_MAX  12
+
+int sp_otlp_traces_fixed_init(sp_otlp_traces_fixed_t *f, sp_arena_t *a,
+    const sp_resource_t *res);
+void sp_otlp_traces_fixed_free(sp_otlp_traces_fixed_t *f);
+/* Writes the heads for spans_len bytes of span records; returns the
+ * request's whole length. */
+size_t sp_otlp_traces_heads(const sp_otlp_traces_fixed_t *f, size_t spans_len,
+    uint8_t head1[SP_OTLP_TRACES_HEAD_MAX], size_t *head1_len,
+    uint8_t head2[SP_OTLP_TRACES_HEAD_MAX], size_t *head2_len);
+
 /* OTLP/JSON on one line plus '\n', for the file exporter. */
 int sp_otlp_traces_encode_json(sp_arena_t *a, const sp_resource_t *res,
     const sp_span_rec_t *const *spans, size_t n, sp_buf_t *out);

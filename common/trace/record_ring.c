@@ -240,6 +240,22 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
     return n;
 }
 
+/* Zeroes the released bytes from..to before the tail moves on, so that
+ * concurrent producers find them clean (a one-thread ring need not: it
+ * never peeks at a record it has not committed). */
+static void
+release_range(sp_record_ring_t *r, uint64_t from, uint64_t to)
+{
+    size_t  off = (size_t) (from & r->mask), len = (size_t) (to - from);
+    size_t  first = len <= r->mask + 1 - off ? len : r->mask + 1 - off;
+
+    if (r->one_thread || len == 0) {
+        return;
+    }
+    memset(r->buf + off, 0, first);
+    memset(r->buf, 0, len - first);
+}
+
 void
 sp_record_ring_release(sp_record_ring_t *r, size_t n)
 {
@@ -253,6 +269,13 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
     /* Nothing released, nothing stored. */
     if (n == 0) {
         return;
+    }
+    if (n == r->peeked) {
+        /* All that was peeked (the exporter's usual release): the tail
+         * goes to where the peek stopped, without walking the records. */
+        release_range(r, t, r->peek_pos);
+        t = r->peek_pos;
+        done = n;
     }
     while (done < n) {
         w = atomic_load_explicit(word_at(r, t), memory_order_relaxed);
@@ -268,6 +291,20 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
     }
     r->peeked -= n;
     atomic_store_explicit(&r->tail, t, memory_order_release);
+    (void) counter_add(r, &r->consumed, n);
+}
+
+void
+sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark)
+{
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (n == 0 || n > r->peeked) {
+        return;
+    }
+    release_range(r, t, mark);
+    r->peeked -= n;
+    atomic_store_explicit(&r->tail, mark, memory_order_release);
     (void) counter_add(r, &r->consumed, n);
 }
 

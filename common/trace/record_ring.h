@@ -80,6 +80,18 @@ size_t sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max);
  * the order returned) and zeroes their bytes for the next round. */
 void sp_record_ring_release(sp_record_ring_t *r, size_t n);
 
+/* Consumer: where the last peek stopped; the records peeked up to now end
+ * there. */
+static inline uint64_t
+sp_record_ring_mark(const sp_record_ring_t *r)
+{
+    return r->peek_pos;
+}
+/* Consumer: frees the first n records returned by peek, which end at mark
+ * (taken after the peek that returned the last of them), without walking
+ * them: a consumer that holds several peeks releases them in order. */
+void sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark);
+
 size_t sp_record_ring_pending(sp_record_ring_t *r);
 uint64_t sp_record_ring_dropped(sp_record_ring_t *r);
 

@@ -160,6 +160,18 @@ sp_span_queue_release(sp_span_queue_t *q, size_t n)
     sp_record_ring_release(&q->ring, n);
 }
 
+uint64_t
+sp_span_queue_mark(const sp_span_queue_t *q)
+{
+    return sp_record_ring_mark(&q->ring);
+}
+
+void
+sp_span_queue_release_to(sp_span_queue_t *q, size_t n, uint64_t mark)
+{
+    sp_record_ring_release_to(&q->ring, n, mark);
+}
+
 size_t
 sp_span_queue_pending(const sp_span_queue_t *q)
 {

@@ -64,6 +64,11 @@ size_t sp_span_queue_peek(sp_span_queue_t *q, const sp_span_rec_t **out,
 /* Consumer: frees the first n spans returned by peek. */
 void sp_span_queue_release(sp_span_queue_t *q, size_t n);
 
+/* Consumer: where the last peek ended, and a release of the first n spans
+ * peeked, which end at such a mark (record_ring.h). */
+uint64_t sp_span_queue_mark(const sp_span_queue_t *q);
+void sp_span_queue_release_to(sp_span_queue_t *q, size_t n, uint64_t mark);
+
 size_t sp_span_queue_pending(const sp_span_queue_t *q);
 uint64_t sp_span_queue_dropped(const sp_span_queue_t *q);
 /* Spans queued since the queue was made. */

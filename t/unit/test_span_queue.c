@@ -289,6 +289,70 @@ main(void)
     ok(whole, "every released byte is zero again");
     whole = 1;
 
+    /* Released a whole peek at a time (by where the peek ended, without
+     * walking the records), across the wrap and its padding: the same
+     * records back, and every released byte zero again. */
+    for (i = 0, wraps = 0, prev = NULL; i < 60; i++) {
+        size_t  j;
+        void   *got[3];
+
+        for (j = 0; j < 3; j++) {
+            got[j] = a = sp_record_ring_reserve(&r, 24 + ((i * 3 + j) * 56) % 700);
+            wraps += prev != NULL && (unsigned char *) a < (unsigned char *) prev;
+            prev = a;
+            memset(a, (int) (i * 3 + j), 24);
+            sp_record_ring_commit(&r, a);
+        }
+        n = sp_record_ring_peek(&r, recs, 8);
+        whole &= n == 3 && recs[0] == got[0] && recs[2] == got[2]
+                 && ((unsigned char *) recs[2])[23] == ((i * 3 + 2) & 0xff);
+        sp_record_ring_release(&r, n);
+    }
+    ok(whole, "whole peeks released: the records read back in order");
+    ok(wraps >= 5, "and went round the ring (%d times)", wraps);
+    is_int(sp_record_ring_pending(&r), 0, "ring empty after them");
+    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
+        whole &= r.buf[k] == 0;
+    }
+    ok(whole, "every byte released by a whole peek is zero again");
+    whole = 1;
+
+    /* Two peeks held at once (the exporter's batches waiting to be sent),
+     * each released by its mark, in order: the second peek continues
+     * after the first, and what is released is zero again. */
+    for (i = 0, prev = NULL, wraps = 0; i < 40; i++) {
+        size_t    j, n1, n2;
+        uint64_t  m1, m2;
+        void     *first[2], *second[2];
+
+        for (j = 0; j < 4; j++) {
+            a = sp_record_ring_reserve(&r, 40 + ((i * 4 + j) * 91) % 600);
+            wraps += prev != NULL && (unsigned char *) a < (unsigned char *) prev;
+            prev = a;
+            memset(a, (int) (i * 4 + j + 1), 40);
+            sp_record_ring_commit(&r, a);
+        }
+        n1 = sp_record_ring_peek(&r, first, 2);
+        m1 = sp_record_ring_mark(&r);
+        n2 = sp_record_ring_peek(&r, second, 2);
+        m2 = sp_record_ring_mark(&r);
+        whole &= n1 == 2 && n2 == 2
+                 && ((unsigned char *) first[0])[39] == ((i * 4 + 1) & 0xff)
+                 && ((unsigned char *) second[1])[39] == ((i * 4 + 4) & 0xff);
+        sp_record_ring_release_to(&r, n1, m1);
+        whole &= sp_record_ring_pending(&r) == 2
+                 && ((unsigned char *) second[0])[39] == ((i * 4 + 3) & 0xff);
+        sp_record_ring_release_to(&r, n2, m2);
+    }
+    ok(whole, "two peeks held, released by their marks in order");
+    ok(wraps >= 3, "and round the ring (%d times)", wraps);
+    is_int(sp_record_ring_pending(&r), 0, "ring empty after them");
+    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
+        whole &= r.buf[k] == 0;
+    }
+    ok(whole, "every byte released by a mark is zero again");
+    whole = 1;
+
     /* With concurrent producers an empty ring does not rewind: the next
      * record goes where the last one ended. */
     for (k = 0; k < 8 && (atomic_load(&r.head) & r.mask) < 2048; k++) {
