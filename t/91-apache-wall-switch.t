@@ -33,9 +33,6 @@ OtelTrace On
     SetHandler spanprof-burn
     OtelProfiling On
 </Location>
-<Location /api>
-    SetHandler spanprof-api
-</Location>
 EOF
 
 my $ap = start_apache(mpm => 'event', conf => $CONF, burn => 1, dirs => ['out'], servers => 1);
@@ -60,11 +57,11 @@ for (1 .. 100) {
 }
 unless ($attached) {
     # No ptrace here (a container without CAP_SYS_PTRACE): nothing to count.
+    diag "strace could not attach to $child: the counts are skipped";
     kill 'KILL', $sp;
     waitpid $sp, 0;
     $ap->stop;
     diag `cat @{[$ap->prefix]}/strace.err`;
-    SKIP: { skip "strace could not attach to $child (no ptrace here): nothing counted", 5 }
     done_testing();
     exit 0;
 }
@@ -78,13 +75,6 @@ my $took = time - $t0;
 kill 'INT', $sp;
 waitpid $sp, 0;
 is $okn, $N, "$N requests answered in " . sprintf('%.1f s', $took);
-# The re-arms are an operator's counter: each thread's first request made
-# one, and there are no more than the expiries allow.
-my ($rearms, $rearms_prom);
-ok wait_until(5, sub { ($rearms, $rearms_prom) = api_counter($ap->port, '/api', 'wall_timer_rearms');
-                       ($rearms // 0) >= 1 && ($rearms // 0) == ($rearms_prom // -1) }),
-    'status API: wall_timer_rearms ' . ($rearms // 'none') . ' (Prometheus ' . ($rearms_prom // 'none') . ')';
-ok(($rearms // 0) <= int(40 + 8 * (time - $t0)), "wall_timer_rearms $rearms within threads x rate x seconds");
 $ap->stop;
 
 my %n;

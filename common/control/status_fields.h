@@ -24,9 +24,6 @@
       "Wall-clock samples written to the sample ring (of samples_taken)")     \
     X(idle_ns, COUNTER,                                                       \
       "Nanoseconds the worker waited for events (wall-clock profiling on)")   \
-    X(wall_timer_rearms, COUNTER,                                             \
-      "Wall timers re-armed when a thread that had been idle for a whole "   \
-      "period starts work")                                                   \
     X(memory_profiling, GAUGE,                                                \
       "1 while this worker samples its heap allocations")                     \
     X(memory_interval_bytes, GAUGE,                                           \

@@ -879,5 +879,4 @@ sp_sampler_get_stats(sp_sampler_stats_t *st)
     st->reentered = atomic_load(&n_reentered);
     st->wall_samples = atomic_load(&n_wall_samples);
     st->idle_ns = atomic_load(&idle_total_ns);
-    st->wall_rearms = atomic_load(&n_wall_rearms);
 }

@@ -75,7 +75,6 @@ typedef struct {
     uint64_t   reentered;
     uint64_t   wall_samples;      /* of samples: wall ones */
     uint64_t   idle_ns;           /* threads' time in the idle wait */
-    uint64_t   wall_rearms;       /* on-demand threads' wall timers re-armed */
 } sp_sampler_stats_t;
 
 /* Runtime control, from any thread (the exporter's, nginx's event loop, the
