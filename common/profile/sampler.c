@@ -24,36 +24,12 @@
  * interrupted one; unwound, then skipped. */
 #define HANDLER_FRAMES  4
 
-/* Registered threads' timers, so that any thread can re-arm them all.
- * Each entry is allocated once and never moves (reused after an
- * unregister): its thread and that thread's signal handler reach it
- * through a pointer, without the registry's lock.
- *
- * The wall timer is one-shot, armed at an absolute monotonic time
- * (wall_next); the handler re-arms it one period on, except on a thread
- * registered on demand that is idle then: its timer stops there, and
- * wall_armed says so (0), so that the thread re-arms it when it becomes
- * active again (sp_sampler_wall_active). Nothing ever disarms it on the
- * request path: a thread going idle only says so. wall_armed is written by
- * the thread, its handler, and the control thread (under reg_lock); the
- * one state that must never arise, 1 while the timer is stopped and the
- * thread active, cannot last: only an expiry stops the timer, and the
- * handler of that expiry runs on the thread itself (SIGEV_THREAD_ID),
- * finds it active and re-arms. */
-typedef struct {
-    timer_t             timer;
-    timer_t             wall;
-    int                 used;
-    _Atomic int         wall_armed;
-    _Atomic uint64_t    wall_next;   /* monotonic ns of its next expiry */
-} reg_entry_t;
-
 typedef struct {
     timer_t                timer;
     int                    armed;
-    reg_entry_t           *entry;    /* in the registry */
+    size_t                 slot;      /* in the registry */
     volatile sig_atomic_t  busy;
-    int                    on_demand; /* wall time counts while active */
+    int                    wall_on;   /* mirrors its registry entry's */
     /* The wall timer, and where the last wall signal left the thread's
      * clocks (monotonic, its CPU clock, its idle total). */
     timer_t                wall_timer;
@@ -63,16 +39,24 @@ typedef struct {
     sp_sampler_idle_t      idle;
 } thread_state_t;
 
+/* Registered threads' timers, so that any thread can re-arm them all. */
+typedef struct {
+    timer_t   timer;
+    timer_t   wall;
+    int       used;
+    int       wall_on;        /* its wall time counts now */
+} reg_entry_t;
+
 static sp_slot_ring_t         ring;
 static sp_sampler_conf_t      conf;
 static _Atomic int            running;
 static int                    installed;
 static struct sigaction       old_action;
 static _Atomic uint64_t       n_samples, n_skipped_loader, n_reentered;
-static _Atomic uint64_t       n_wall_samples, idle_total_ns, n_wall_rearms;
+static _Atomic uint64_t       n_wall_samples, idle_total_ns;
 static __thread thread_state_t  ts;
 static pthread_mutex_t        reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static reg_entry_t          **reg;
+static reg_entry_t           *reg;
 static size_t                 reg_n, reg_cap;
 /* Control state; written under reg_lock, read anywhere. */
 static _Atomic unsigned       base_rate;
@@ -103,8 +87,9 @@ clock_ns(clockid_t id)
  * last wall signal, the time it was busy (not idle) minus its CPU clock's
  * advance, as a share of that busy time. Moves the baseline on. */
 static uint64_t
-off_cpu_share(uint64_t wall_ns, uint64_t now)
+off_cpu_share(uint64_t wall_ns)
 {
+    uint64_t  now = clock_ns(CLOCK_MONOTONIC);
     uint64_t  cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     uint64_t  idle = ts.idle.idle_ns;
     uint64_t  span, idle_in, busy, ran, off = 0;
@@ -125,27 +110,14 @@ off_cpu_share(uint64_t wall_ns, uint64_t now)
 /* A wall signal while the thread waits for work: its baseline moves to
  * now (the wait's time until now is in no sample). */
 static void
-idle_tick(uint64_t now)
+idle_tick(void)
 {
+    uint64_t  now = clock_ns(CLOCK_MONOTONIC);
+
     ts.last_tick_ns = now;
     ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ts.last_idle_ns = ts.idle.idle_ns
                       + (now > ts.idle.since ? now - ts.idle.since : 0);
-}
-
-/* Arms a wall timer to expire once at next (monotonic ns); async-signal-
- * safe (timer_settime is on POSIX's list). */
-static void
-arm_wall_at(reg_entry_t *e, uint64_t next)
-{
-    struct itimerspec  its;
-
-    memset(&its, 0, sizeof(its));
-    its.it_value.tv_sec = (time_t) (next / 1000000000ull);
-    its.it_value.tv_nsec = (long) (next % 1000000000ull);
-    atomic_store_explicit(&e->wall_next, next, memory_order_relaxed);
-    (void) timer_settime(e->wall, TIMER_ABSTIME, &its, NULL);
-    atomic_store_explicit(&e->wall_armed, 1, memory_order_relaxed);
 }
 
 static void
@@ -158,7 +130,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     uintptr_t                pc;
     int                      n, i, overrun, wall;
     uint32_t                 period, weight;
-    uint64_t                 value, off = 0, now = 0, next, missed;
+    uint64_t                 value, off = 0;
 
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
@@ -169,59 +141,26 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     if (period == 0) {
         goto out;       /* paused: a signal that was already pending */
     }
-    weight = 1;
-    if (wall) {
-        if (!ts.armed) {
-            goto out;       /* pending from before an unregister */
-        }
-        /* The one-shot timer's missed expiries (what timer_getoverrun
-         * counts for a periodic one) and its next one. A signal from before
-         * a re-arm (now < next): the timer is armed at next already. Done
-         * before the re-entry guard: a wall timer is never left stopped on
-         * a thread that works. */
-        now = clock_ns(CLOCK_MONOTONIC);
-        next = atomic_load_explicit(&ts.entry->wall_next,
-                                    memory_order_relaxed);
-        if (now >= next) {
-            missed = (now - next) / period;
-            weight += missed < UINT32_MAX - 1 ? (uint32_t) missed
-                                              : UINT32_MAX - 1;
-            next += (missed + 1) * period;
-            if (ts.idle.idle && ts.on_demand) {
-                /* Idle between units of work: the timer stops here, the
-                 * next unit re-arms it. The baselines stay where the last
-                 * sample left them (the next one subtracts the idle
-                 * stretch): no CPU clock read, no sample. */
-                atomic_store_explicit(&ts.entry->wall_armed, 0,
-                                      memory_order_relaxed);
-                goto out;
-            }
-            arm_wall_at(ts.entry, next);
-        }
-    }
     if (ts.busy) {
         atomic_fetch_add_explicit(&n_reentered, 1, memory_order_relaxed);
         goto out;
     }
     ts.busy = 1;
 
+    overrun = ts.armed ? timer_getoverrun(wall ? ts.wall_timer : ts.timer)
+                       : 0;
+    weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    value = (uint64_t) weight * period;
+
     if (wall) {
         if (ts.idle.idle) {
-            if (!ts.on_demand) {
-                idle_tick(now);
-                if (idle_wake != NULL) {
-                    *idle_wake = 1; /* the wait was interrupted: a wake-up */
-                }
+            idle_tick();
+            if (idle_wake != NULL) {
+                *idle_wake = 1;     /* the wait was interrupted: a wake-up */
             }
             goto done;      /* idle: counted by the glue's clock reads */
         }
-        value = (uint64_t) weight * period;
-        off = off_cpu_share(value, now);
-
-    } else {
-        overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
-        weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
-        value = (uint64_t) weight * period;
+        off = off_cpu_share(value);
     }
 
     /* The request's own times, counted even if the ring is full. */
@@ -438,21 +377,16 @@ type_period(unsigned type, unsigned rate)
     return 1000000000ull / rate;
 }
 
-/* A wall timer to its first expiry, first ns from now (period: 0
- * disarms). Every thread's, idle ones too: one that is idle when it
- * expires stops it again (it was registered on demand). */
 static void
-arm_wall(reg_entry_t *e, uint64_t period, uint64_t first)
+arm_wall_locked(size_t i, uint64_t period, uint64_t first)
 {
     struct itimerspec  its;
 
-    if (period != 0) {
-        arm_wall_at(e, clock_ns(CLOCK_MONOTONIC) + (first ? first : period));
-        return;
-    }
     memset(&its, 0, sizeof(its));
-    (void) timer_settime(e->wall, 0, &its, NULL);
-    atomic_store_explicit(&e->wall_armed, 0, memory_order_relaxed);
+    if (period != 0 && reg[i].wall_on) {
+        period_spec(&its, period, first ? first : period);
+    }
+    (void) timer_settime(reg[i].wall, 0, &its, NULL);
 }
 
 static void
@@ -471,11 +405,11 @@ apply_locked(void)
     atomic_store(&cur_period, (uint32_t) period);
     atomic_store(&cur_wall_period, (uint32_t) wall);
     for (i = 0; i < reg_n; i++) {
-        if (reg[i]->used) {
+        if (reg[i].used) {
             /* A thread that exited without unregistering leaves a timer
              * the kernel may refuse: nothing to do about it here. */
-            (void) timer_settime(reg[i]->timer, 0, &its, NULL);
-            arm_wall(reg[i], wall, 0);
+            (void) timer_settime(reg[i].timer, 0, &its, NULL);
+            arm_wall_locked(i, wall, 0);
         }
     }
 }
@@ -629,10 +563,6 @@ thread_register(int wall_on)
     ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
     ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ts.last_idle_ns = 0;
-    /* On demand: idle until its first unit of work. */
-    ts.on_demand = !wall_on;
-    ts.idle.since = ts.last_tick_ns;
-    ts.idle.idle = ts.on_demand;
     ts.busy = 0;
 
     memset(&sev, 0, sizeof(sev));
@@ -649,34 +579,32 @@ thread_register(int wall_on)
     }
 
     pthread_mutex_lock(&reg_lock);
-    for (i = 0; i < reg_n && reg[i]->used; i++) {
+    for (i = 0; i < reg_n && reg[i].used; i++) {
         /* void */
     }
-    if (i == reg_n) {
-        reg_entry_t  *e;
+    if (i == reg_cap) {
+        size_t        cap = reg_cap ? reg_cap * 2 : 16;
+        reg_entry_t  *r = realloc(reg, cap * sizeof(*r));
 
-        if (i == reg_cap) {
-            size_t         cap = reg_cap ? reg_cap * 2 : 16;
-            reg_entry_t  **r = realloc(reg, cap * sizeof(*r));
-
-            if (r == NULL) {
-                goto nomem;
-            }
-            reg = r;
-            reg_cap = cap;
+        if (r == NULL) {
+            pthread_mutex_unlock(&reg_lock);
+            timer_delete(ts.timer);
+            timer_delete(ts.wall_timer);
+            errno = ENOMEM;
+            return -1;
         }
-        e = calloc(1, sizeof(*e));
-        if (e == NULL) {
-            goto nomem;
-        }
-        reg[reg_n++] = e;
+        reg = r;
+        reg_cap = cap;
     }
-    ts.entry = reg[i];
-    ts.entry->timer = ts.timer;
-    ts.entry->wall = ts.wall_timer;
-    atomic_store(&ts.entry->wall_armed, 0);
-    atomic_store(&ts.entry->wall_next, UINT64_MAX);
-    ts.entry->used = 1;
+    if (i == reg_n) {
+        reg_n++;
+    }
+    reg[i].timer = ts.timer;
+    reg[i].wall = ts.wall_timer;
+    reg[i].wall_on = wall_on;
+    ts.wall_on = wall_on;
+    reg[i].used = 1;
+    ts.slot = i;
     ts.armed = 1;
 
     /* A random first expiry: threads started together do not sample in
@@ -693,26 +621,19 @@ thread_register(int wall_on)
         }
     }
     period = atomic_load(&cur_wall_period);
-    if (rc == 0 && period != 0 && wall_on) {
+    if (rc == 0 && period != 0) {
         sp_span_id_generate(rnd);
         memcpy(&first, rnd, sizeof(first));
-        arm_wall(ts.entry, period, first % period + 1);
+        arm_wall_locked(i, period, first % period + 1);
     }
     if (rc != 0) {
-        ts.entry->used = 0;
+        reg[i].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
         timer_delete(ts.wall_timer);
     }
     pthread_mutex_unlock(&reg_lock);
     return rc;
-
-nomem:
-    pthread_mutex_unlock(&reg_lock);
-    timer_delete(ts.timer);
-    timer_delete(ts.wall_timer);
-    errno = ENOMEM;
-    return -1;
 }
 
 
@@ -721,7 +642,7 @@ sp_sampler_thread_unregister(void)
 {
     if (ts.armed) {
         pthread_mutex_lock(&reg_lock);
-        ts.entry->used = 0;
+        reg[ts.slot].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
         timer_delete(ts.wall_timer);
@@ -733,55 +654,39 @@ sp_sampler_thread_unregister(void)
 void
 sp_sampler_wall_active(int on)
 {
-    uint64_t  now, period, first;
+    uint64_t  period, first;
     uint8_t   rnd[8];
 
-    if (!ts.armed || !ts.on_demand || !ts.idle.idle == !!on) {
+    if (!ts.armed || ts.wall_on == !!on) {
         return;
     }
-    now = clock_ns(CLOCK_MONOTONIC);      /* vDSO: no system call */
-    if (!on) {
-        /* Idle: said, not done. The timer runs on; if it expires before
-         * the next unit of work, its handler stops it. */
-        ts.idle.since = now;
-        atomic_signal_fence(memory_order_seq_cst);
-        ts.idle.idle = 1;
-        atomic_signal_fence(memory_order_seq_cst);
+    /* Wall sampling off (CPU only): nothing to arm, and no lock and no
+     * timer_settime per request. A thread switched on later at runtime
+     * arms at its next unit of work. */
+    if (on && atomic_load(&cur_wall_period) == 0) {
         return;
     }
-    /* The idle stretch is left out of the next wall sample's off-CPU time
-     * (as nginx's event wait is). Counted before the flag falls, with since
-     * moved on, so that a signal in between counts it once. */
-    ts.idle.idle_ns += now - ts.idle.since;
-    ts.idle.since = now;
-    atomic_signal_fence(memory_order_seq_cst);
-    ts.idle.idle = 0;
-    atomic_signal_fence(memory_order_seq_cst);
-
-    /* The timer stopped while idle (or was never armed): re-armed, its
-     * first expiry at a random point of the period, so that a unit of work
-     * shorter than the period (a thread pool's task) is sampled with
-     * probability duration / period, not never. Under load a thread is
-     * rarely idle for a whole period: this is rare. No lock: a concurrent
-     * change of the rate re-arms every timer anyway, and one that turns
-     * wall sampling off leaves at most one expiry, whose handler finds no
-     * period and does not re-arm. */
-    period = atomic_load_explicit(&cur_wall_period, memory_order_relaxed);
-    if (period != 0
-        && !atomic_load_explicit(&ts.entry->wall_armed, memory_order_relaxed))
-    {
+    pthread_mutex_lock(&reg_lock);
+    ts.wall_on = !!on;
+    if (on) {
+        /* The wall time counts from now: no off-CPU time before. */
+        ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
+        ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        ts.last_idle_ns = ts.idle.idle_ns;
+    }
+    reg[ts.slot].wall_on = !!on;
+    /* The first expiry at a random point of the period, as at register:
+     * a unit of work shorter than the period (a thread pool's task) is
+     * then sampled with probability duration / period, not never. */
+    first = 0;
+    period = atomic_load(&cur_wall_period);
+    if (on && period != 0) {
         sp_span_id_generate(rnd);
         memcpy(&first, rnd, sizeof(first));
-        arm_wall_at(ts.entry, now + first % period + 1);
-        atomic_fetch_add_explicit(&n_wall_rearms, 1, memory_order_relaxed);
+        first = first % period + 1;
     }
-}
-
-
-uint64_t
-sp_sampler_wall_rearms(void)
-{
-    return atomic_load(&n_wall_rearms);
+    arm_wall_locked(ts.slot, period, first);
+    pthread_mutex_unlock(&reg_lock);
 }
 
 

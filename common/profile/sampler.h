@@ -140,22 +140,12 @@ void sp_sampler_set_idle_wake(sig_atomic_t *flag);
 
 /* A thread whose wall time counts only while it serves a request (httpd's
  * workers, not while they wait for a connection; nginx's thread pool
- * threads while they run a task) is registered with
- * sp_sampler_thread_register_on_demand(), idle, and says when it becomes
- * active (1) and idle (0) with sp_sampler_wall_active(). That is a
- * monotonic clock read (vDSO) and a flag, no system call and no lock: the
- * idle stretch is left out of the next wall sample's off-CPU time, as the
- * event wait's is above. The wall timer is not disarmed when the thread
- * goes idle; if it expires while the thread is idle, the handler takes no
- * sample and lets it stop, and the next activation re-arms it with its
- * first expiry at a random point of the period (a unit of work shorter
- * than the period is sampled with probability duration / period). Under
- * load a thread is rarely idle for a whole period: most switches arm
- * nothing. sp_sampler_wall_rearms() counts those re-arms (the process's
- * total). */
-int      sp_sampler_thread_register_on_demand(void);
-void     sp_sampler_wall_active(int on);
-uint64_t sp_sampler_wall_rearms(void);
+ * threads while they run a task) arms its wall timer at the request's
+ * start, its first expiry at a random point of the period, and disarms it
+ * at its end; registered threads start disarmed when registered with
+ * sp_sampler_thread_register_on_demand(). */
+int  sp_sampler_thread_register_on_demand(void);
+void sp_sampler_wall_active(int on);
 
 /* Stops sampling in this process: no further samples are recorded (timers
  * of threads that did not unregister fire into an ignoring handler). */
