@@ -187,6 +187,21 @@ producer(void *arg)
     return NULL;
 }
 
+/* Whether every byte of the ring's buffer is zero (released bytes are
+ * zeroed for the concurrent producers' length words). */
+static int
+ring_zero(const sp_record_ring_t *r)
+{
+    size_t  k;
+
+    for (k = 0; k < sp_record_ring_capacity(r); k++) {
+        if (r->buf[k] != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int
 main(void)
 {
@@ -283,10 +298,7 @@ main(void)
     ok(wraps >= 10, "the records went round the ring (%d times)", wraps);
     is_int(sp_record_ring_pending(&r), 0, "ring empty after the wraps");
 
-    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
-        whole &= r.buf[k] == 0;
-    }
-    ok(whole, "every released byte is zero again");
+    ok(ring_zero(&r), "every released byte is zero again");
     whole = 1;
 
     /* Released a whole peek at a time (by where the peek ended, without
@@ -311,10 +323,7 @@ main(void)
     ok(whole, "whole peeks released: the records read back in order");
     ok(wraps >= 5, "and went round the ring (%d times)", wraps);
     is_int(sp_record_ring_pending(&r), 0, "ring empty after them");
-    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
-        whole &= r.buf[k] == 0;
-    }
-    ok(whole, "every byte released by a whole peek is zero again");
+    ok(ring_zero(&r), "every byte released by a whole peek is zero again");
     whole = 1;
 
     /* Two peeks held at once (the exporter's batches waiting to be sent),
@@ -347,10 +356,7 @@ main(void)
     ok(whole, "two peeks held, released by their marks in order");
     ok(wraps >= 3, "and round the ring (%d times)", wraps);
     is_int(sp_record_ring_pending(&r), 0, "ring empty after them");
-    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
-        whole &= r.buf[k] == 0;
-    }
-    ok(whole, "every byte released by a mark is zero again");
+    ok(ring_zero(&r), "every byte released by a mark is zero again");
     whole = 1;
 
     /* With concurrent producers an empty ring does not rewind: the next
@@ -563,10 +569,7 @@ main(void)
     is_int(sp_record_ring_peek(&r, recs, 8), 2, "shrunk record and the one after: two records");
     ok(recs[0] == a && recs[1] == c, "the padding between them skipped");
     sp_record_ring_release(&r, 2);
-    for (k = 0, whole = 1; k < sp_record_ring_capacity(&r); k++) {
-        whole &= r.buf[k] == 0;
-    }
-    ok(whole, "all bytes zero after the release");
+    ok(ring_zero(&r), "all bytes zero after the release");
     a = sp_record_ring_reserve_upto(&r, 2000);
     memset(a, 0x3a, 100);
     sp_record_ring_shrink(&r, a, 100);
