@@ -306,29 +306,6 @@ spanprof_server_address(request_rec *r, sp_span_t *s, sp_span_attrs_t *a,
 }
 
 
-static APR_INLINE void
-spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
-{
-    switch (r->proto_num) {
-    case HTTP_VERSION(0, 9):
-        sp_span_attrs_cstr(a, s, "network.protocol.version", "0.9", 3);
-        break;
-    case HTTP_VERSION(1, 0):
-        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.0", 3);
-        break;
-    case HTTP_VERSION(1, 1):
-        sp_span_attrs_cstr(a, s, "network.protocol.version", "1.1", 3);
-        break;
-    case HTTP_VERSION(2, 0):
-        sp_span_attrs_cstr(a, s, "network.protocol.version", "2", 1);
-        break;
-    }
-}
-
-
-/* ap_http_scheme(r) without running the hook when http_core's is the only
- * one (no mod_ssl): its answer, "https" for a server whose ServerName says
- * https://, else "http". */
 /* network.protocol.version of r->proto_num, or NULL (not written). */
 static APR_INLINE const char *
 spanprof_protocol_version(int proto, size_t *len)
@@ -348,6 +325,18 @@ spanprof_protocol_version(int proto, size_t *len)
         return "2";
     }
     return NULL;
+}
+
+
+static APR_INLINE void
+spanprof_protocol(request_rec *r, sp_span_t *s, sp_span_attrs_t *a)
+{
+    size_t       len;
+    const char  *v = spanprof_protocol_version(r->proto_num, &len);
+
+    if (v != NULL) {
+        sp_span_attrs_cstr(a, s, "network.protocol.version", v, len);
+    }
 }
 
 
@@ -480,6 +469,7 @@ spanprof_client_attrs(request_rec *r, sp_span_attrs_t *a)
 }
 
 
+/* Whether the server's ServerName says https:// (http_core's scheme). */
 static APR_INLINE int
 spanprof_scheme_https(request_rec *r)
 {
@@ -489,6 +479,9 @@ spanprof_scheme_https(request_rec *r)
 }
 
 
+/* ap_http_scheme(r) without running the hook when http_core's is the only
+ * one (no mod_ssl): its answer, "https" for a server whose ServerName says
+ * https://, else "http". */
 static APR_INLINE const char *
 spanprof_scheme(request_rec *r, size_t *len)
 {
