@@ -118,13 +118,21 @@ while (!$stopping) {
         next;
     }
     $conn_no++;
+    # SIGCHLD stays blocked until the child is in %kids: a child that ends
+    # at once (a port probe that connects and closes) would otherwise be
+    # reaped before it was added, and stay in %kids as a ghost that the
+    # shutdown below waits for in vain.
+    my $old_mask = POSIX::SigSet->new;
+    POSIX::sigprocmask(POSIX::SIG_BLOCK, POSIX::SigSet->new(POSIX::SIGCHLD), $old_mask);
     my $pid = fork;
     if (!defined $pid) {
+        POSIX::sigprocmask(POSIX::SIG_SETMASK, $old_mask);
         warn "$0: fork: $!\n";
         close $client;
         next;
     }
     if ($pid == 0) {
+        POSIX::sigprocmask(POSIX::SIG_SETMASK, $old_mask);
         $SIG{CHLD} = 'DEFAULT';
         $SIG{TERM} = $SIG{INT} = $SIG{HUP} = 'DEFAULT';
         close $listen;
@@ -133,6 +141,7 @@ while (!$stopping) {
         POSIX::_exit(0);
     }
     $kids{$pid} = 1;
+    POSIX::sigprocmask(POSIX::SIG_SETMASK, $old_mask);
     close $client;
 }
 
@@ -140,7 +149,9 @@ close $listen;
 kill 'TERM', keys %kids if %kids;
 my $deadline = time + 3;
 while (%kids && time < $deadline) {
-    while ((my $pid = waitpid(-1, WNOHANG)) > 0) { delete $kids{$pid} }
+    my $pid;
+    while (($pid = waitpid(-1, WNOHANG)) > 0) { delete $kids{$pid} }
+    %kids = () if $pid < 0;    # no child left at all
     select(undef, undef, undef, 0.05) if %kids;
 }
 kill 'KILL', keys %kids if %kids;
