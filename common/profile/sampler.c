@@ -167,10 +167,24 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     uint32_t                 period, weight;
     uint64_t                 value, off = 0;
 
+    wall = sig != SIGPROF;
+    weight = 1;
+    if (wall) {
+        /* The ticks sent since the last one taken (more than one when the
+         * ticker overslept or the signal waited): the weight. Taken first,
+         * whatever becomes of this signal: the ticker sends this thread no
+         * further one until it is back to 0. */
+        weight = ts.wall != NULL
+                 ? atomic_exchange_explicit(&ts.wall->pending, 0,
+                                            memory_order_relaxed)
+                 : 0;
+        if (weight == 0) {
+            weight = 1;
+        }
+    }
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
     }
-    wall = sig != SIGPROF;
     period = atomic_load_explicit(wall ? &cur_wall_period : &cur_period,
                                   memory_order_relaxed);
     if (period == 0) {
@@ -182,17 +196,7 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     }
     ts.busy = 1;
 
-    if (wall) {
-        /* The ticks sent since the last one taken (more than one when the
-         * ticker overslept or the signal waited): the weight. */
-        weight = ts.wall != NULL
-                 ? atomic_exchange_explicit(&ts.wall->pending, 0,
-                                            memory_order_relaxed)
-                 : 0;
-        if (weight == 0) {
-            weight = 1;
-        }
-    } else {
+    if (!wall) {
         overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
         weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
     }
@@ -509,6 +513,8 @@ ticker_main(void *arg)
     pid_t            pid = getpid();
 
     (void) arg;
+    /* Named for operators (top -H, /proc/PID/task/TID/comm). */
+    (void) pthread_setname_np(pthread_self(), "spanprof-wall");
     pthread_mutex_lock(&tick_lock);
     while (!ticker_quit) {
         period = atomic_load(&cur_wall_period);
