@@ -57,8 +57,8 @@ APLOG_USE_MODULE(spanprof);
 static int                    spanprof_sampling_on;
 static int                    spanprof_alloc_hooked;
 /* A thread's profiling: 0 not set up yet, SPANPROF_THREAD_FAILED, or
- * SPANPROF_THREAD_OK with SPANPROF_THREAD_WALL while its wall timer is
- * switched on (spanprof_wall_serving). */
+ * SPANPROF_THREAD_OK with SPANPROF_THREAD_WALL while its wall time counts
+ * (marked active for the sampler's ticker; spanprof_wall_serving). */
 #define SPANPROF_THREAD_OK      1
 #define SPANPROF_THREAD_WALL    2
 #define SPANPROF_THREAD_FAILED  (-1)
@@ -282,7 +282,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 }
 
 
-/* Labels cleared, wall timer off: the thread waits (the end of a
+/* Labels cleared, wall time off: the thread waits (the end of a
  * request, a keep-alive wait, a closed connection). */
 static inline void
 spanprof_unlabel(void)
@@ -298,7 +298,7 @@ spanprof_unlabel(void)
 
 
 /* The request is done (the end of its log_transaction): the thread's
- * labels are cleared and its wall timer, if on, switched off; the thread
+ * labels are cleared and its wall time, if on, switched off; the thread
  * waits for the next one. */
 void
 spanprof_request_ends(void)
@@ -310,12 +310,13 @@ spanprof_request_ends(void)
 
 
 /* The thread serves a profiled request (1) or no longer (0): its wall
- * timer runs only meanwhile (sampler.h), so that a thread waiting for a
- * connection or a keep-alive request is never woken. Called at each
- * request's start and end and around each keep-alive wait: with wall
- * sampling off (the types the sampler has now, which the control API may
- * change) nothing is switched on, and a thread whose timer was not
- * switched on has nothing to switch off; no call into the sampler. */
+ * time counts only meanwhile (the sampler's ticker signals it only then,
+ * sampler.h), so that a thread waiting for a connection or a keep-alive
+ * request is never woken. Called at each request's start and end and
+ * around each keep-alive wait: with wall sampling off (the types the
+ * sampler has now, which the control API may change) nothing is switched
+ * on, and a thread not switched on has nothing to switch off; no call
+ * into the sampler. */
 void
 spanprof_wall_serving(int on)
 {

@@ -184,11 +184,12 @@ ngx_http_spanprof_process_events(ngx_cycle_t *cycle, ngx_msec_t timer,
 
     ngx_http_spanprof_detach();
 
-    /* The wait for events is idle, not work: no wall sample is taken in
-     * it (the event method's own work after the wait, posting events, is
-     * counted idle too: microseconds). A wall signal interrupting the wait
-     * sets ngx_event_timer_alarm: the event method then takes the EINTR
-     * as a timer wake-up, as with timer_resolution. */
+    /* The wait for events is idle, not work: the sampler's wall ticker
+     * does not signal the worker in it (the event method's own work after
+     * the wait, posting events, is counted idle too: microseconds). A tick
+     * sent just before the wait began may still interrupt it: it sets
+     * ngx_event_timer_alarm, and the event method takes the EINTR as a
+     * timer wake-up, as with timer_resolution. */
     sp_sampler_idle_begin(ngx_http_spanprof_idle);
     rc = ngx_http_spanprof_process_events_next(cycle, timer,
                                                flags | NGX_POST_EVENTS);
@@ -506,8 +507,8 @@ ngx_http_spanprof_h2_unhook(void)
  * pool thread passes to the handler). On the pool thread that function
  * restores the task, registers the thread with the sampler on its first
  * task, and runs the original with the request's labels attached and the
- * thread's wall timer armed: an idle pool thread (waiting on its queue)
- * takes no sample.
+ * thread marked active for the sampler's wall ticker: an idle pool thread
+ * (waiting on its queue) takes no sample.
  *
  * The copy filter's context exists after its first call only, and that
  * call posts the request's first read task already: our filter at the top
@@ -598,7 +599,7 @@ ngx_http_spanprof_task_run(void *data, ngx_log_t *log)
     if (ngx_http_spanprof_pool_thread == 0) {
         /* nginx blocks every signal on its pool threads: let the sampler's
          * two in (their timers target this thread alone), then warm TLS
-         * and arm the CPU timer; the wall timer waits for a task. */
+         * and arm the CPU timer; its wall time counts only in a task. */
         ngx_http_spanprof_pool_thread = -1;
         if (sp_sampler_running()
             && sp_sampler_thread_register_on_demand() == 0)

@@ -7,7 +7,8 @@
 # spanprof.off_cpu_time_ns; a request beside it that waits on a slow
 # upstream (event-driven) gets none of its waiting as samples; the worker's
 # wait for events is counted as idle time (status API, JSON and
-# Prometheus), never sampled.
+# Prometheus), never sampled, and the wall ticker does not signal the worker
+# in it (wall_ticks grows, wall_signals_sent hardly).
 use strict;
 use warnings;
 use lib 't/lib';
@@ -55,9 +56,13 @@ my $port = $ngx->port;
 
 # idle time grows while the worker waits for events
 my ($idle0) = idle_ns($port);
+my ($ticks0) = api_counter($port, '/api', 'wall_ticks');
+my ($sent0) = api_counter($port, '/api', 'wall_signals_sent');
 sleep 1.2;
 my $idle1 = 0;
 wait_until(5, sub { ($idle1) = idle_ns($port); $idle1 > $idle0 + 0.5e9 });
+my ($ticks1) = api_counter($port, '/api', 'wall_ticks');
+my ($sent1) = api_counter($port, '/api', 'wall_signals_sent');
 
 # /slow first (its upstream answers in 400 ms), /block while it waits
 my $slow_pid = open(my $slow_fh, '-|') // die "fork: $!";
@@ -86,6 +91,11 @@ subtest 'idle time is counted' => sub {
     ok $idle1 >= $idle0 + 0.5e9, sprintf('idle_ns grew by %.2f s over an idle 1.2 s', ($idle1 - $idle0) / 1e9);
     ok $idle2 > $idle1, "idle_ns in JSON ($idle2) still grows";
     ok $idle2p > 0, "idle_ns in Prometheus ($idle2p)";
+    my ($ticks, $sent) = (($ticks1 // 0) - ($ticks0 // 0), ($sent1 // 0) - ($sent0 // 0));
+    ok $ticks >= 50, "the wall ticker ticked $ticks times meanwhile";
+    # the worker runs its exporter's timers and the API requests between
+    # waits: a tick may land there, rarely
+    ok $sent <= $ticks / 10, "and sent $sent wall signals to the idle worker";
 };
 
 opendir(my $dh, $dir) or die "$dir: $!";

@@ -5,7 +5,9 @@
 # with its span, under mod_proxy's read of the backend, >= 90% of the time
 # it waited; its SERVER span carries spanprof.off_cpu_time_ns; threads
 # waiting for a connection are not sampled (no unlabelled wall samples of
-# any weight while the server is idle).
+# any weight while the server is idle) nor even signalled: the child's
+# wall ticker ticks (status API wall_ticks) but sends no wall signal
+# (wall_signals_sent) while the server is idle.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -14,6 +16,7 @@ use Time::HiRes qw(time sleep);
 use SpanProf::Test;
 use SpanProf::Apache;
 use SpanProf::Profile;
+use JSON::PP qw(decode_json);
 
 need_apache_module();
 
@@ -29,6 +32,10 @@ OtelTrace On
     SetHandler spanprof-burn
     OtelProfiling Off
 </Location>
+<Location /api>
+    SetHandler spanprof-api
+    OtelTrace Off
+</Location>
 <Location /slow>
     OtelProfiling On
     ProxyPass http://127.0.0.1:%%PORT%%/burn
@@ -40,7 +47,21 @@ my $sum = sub { my $i = shift; my $t = 0; $t += $_->{values}[$i] // 0 for @_; $t
 for my $mpm (grep { $_ ne 'prefork' } apache_mpms()) {
     subtest "$mpm: a request blocked on a slow proxied backend" => sub {
         my $ap = start_apache(mpm => $mpm, conf => $CONF, burn => 1, dirs => ['out'], servers => 1);
-        sleep 1.5;      # idle threads: no wall samples
+        my $counter = sub {
+            my $r = http_get($ap->port, '/api');
+            my $j = eval { decode_json($r->{content}) } or die "GET /api: $r->{content}\n";
+            my $t = 0;
+            $t += $_->{counters}{$_[0]} // 0 for @{ $j->{workers} };
+            return $t;
+        };
+        # idle threads: no wall samples, no wall signals (the status API's
+        # counters are published once a second)
+        sleep 1.2;
+        my ($ticks0, $sent0) = ($counter->('wall_ticks'), $counter->('wall_signals_sent'));
+        sleep 2.5;
+        my ($ticks1, $sent1) = ($counter->('wall_ticks'), $counter->('wall_signals_sent'));
+        cmp_ok $ticks1 - $ticks0, '>=', 50, 'idle: the wall ticker ticks';
+        cmp_ok $sent1 - $sent0, '<=', 3, 'idle: no wall signal sent (the API requests aside)';
         my $r = http_get($ap->port, '/slow?fn=wait&ms=300&n=1');
         like $r->{content}, qr/^wait 300 /, 'answered through the proxy' or diag $r->{content};
         $ap->stop;

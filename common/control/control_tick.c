@@ -160,6 +160,9 @@ collect(sp_exporter_t *e, sp_status_t *st)
         st->v[SP_ST_wall_base_rate_hz] = sp_sampler_wall_rate();
         st->v[SP_ST_wall_samples_taken] = ss.wall_samples;
         st->v[SP_ST_idle_ns] = ss.idle_ns;
+        st->v[SP_ST_wall_ticks] = ss.wall_ticks;
+        st->v[SP_ST_wall_signals_sent] = ss.wall_signals;
+        st->v[SP_ST_wall_signals_coalesced] = ss.wall_coalesced;
     }
     if (sp_alloc_sampler_ready()) {
         sp_alloc_sampler_get_stats(&as);

@@ -24,6 +24,12 @@
       "Wall-clock samples written to the sample ring (of samples_taken)")     \
     X(idle_ns, COUNTER,                                                       \
       "Nanoseconds the worker waited for events (wall-clock profiling on)")   \
+    X(wall_ticks, COUNTER,                                                    \
+      "Wake-ups of the wall-clock ticker thread")                             \
+    X(wall_signals_sent, COUNTER,                                             \
+      "Wall-clock signals the ticker sent to active threads")                 \
+    X(wall_signals_coalesced, COUNTER,                                        \
+      "Ticks not sent: the thread's previous wall signal was still pending")  \
     X(memory_profiling, GAUGE,                                                \
       "1 while this worker samples its heap allocations")                     \
     X(memory_interval_bytes, GAUGE,                                           \

@@ -24,27 +24,42 @@
  * interrupted one; unwound, then skipped. */
 #define HANDLER_FRAMES  4
 
+/* What the ticker reads of a registered thread: one cache line each, so
+ * that a thread's flag stores never bounce another's line. */
+typedef struct {
+    _Atomic pid_t     tid;        /* 0: free */
+    _Atomic int       active;     /* its wall time counts (on demand) */
+    _Atomic int       idle;       /* in its idle wait (nginx's event wait) */
+    _Atomic uint32_t  pending;    /* ticks sent, not yet taken */
+    char              pad[64 - 3 * sizeof(int) - sizeof(uint32_t)];
+} wall_slot_t;
+
+/* Slots come in chunks that are never freed nor moved, so the ticker
+ * walks them without the registry's lock. */
+#define SLOTS_PER_CHUNK  64
+#define MAX_CHUNKS       1024
+
 typedef struct {
     timer_t                timer;
     int                    armed;
     size_t                 slot;      /* in the registry */
     volatile sig_atomic_t  busy;
-    int                    wall_on;   /* mirrors its registry entry's */
-    /* The wall timer, and where the last wall signal left the thread's
-     * clocks (monotonic, its CPU clock, its idle total). */
-    timer_t                wall_timer;
+    wall_slot_t           *wall;      /* its slot */
+    int                    active;    /* its wall time counts (not idle) */
+    /* Where the last wall signal left the thread's clocks (monotonic, its
+     * CPU clock, its idle total), and when it last went active. */
     uint64_t               last_tick_ns;
     uint64_t               last_cpu_ns;
     uint64_t               last_idle_ns;
+    uint64_t               active_ns;
+    uint64_t               active_idle_ns;
     sp_sampler_idle_t      idle;
 } thread_state_t;
 
-/* Registered threads' timers, so that any thread can re-arm them all. */
+/* Registered threads' CPU timers, so that any thread can re-arm them all. */
 typedef struct {
     timer_t   timer;
-    timer_t   wall;
     int       used;
-    int       wall_on;        /* its wall time counts now */
 } reg_entry_t;
 
 static sp_slot_ring_t         ring;
@@ -68,8 +83,17 @@ static _Atomic unsigned       wall_base_rate = 100;
 static _Atomic uint32_t       cur_period;
 static _Atomic uint32_t       cur_wall_period;
 static sig_atomic_t *volatile idle_wake;
+/* The wall ticker: one thread per process (see sampler.h). */
+static wall_slot_t *_Atomic   wall_chunks[MAX_CHUNKS];
+static _Atomic size_t         wall_hwm;       /* slots in use, at most */
+static pthread_mutex_t        tick_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t         tick_cond;
+static pthread_t              ticker;
+static pid_t                  ticker_pid;     /* 0: no ticker */
+static int                    ticker_quit;
+static _Atomic uint64_t       n_ticks, n_wall_signals, n_wall_coalesced;
 
-static void apply_locked(void);
+static int apply_locked(void);
 
 
 static uint64_t
@@ -84,20 +108,30 @@ clock_ns(clockid_t id)
 }
 
 /* Of a wall sample's wall_ns, the part the thread did not run: since the
- * last wall signal, the time it was busy (not idle) minus its CPU clock's
- * advance, as a share of that busy time. Moves the baseline on. */
+ * later of its last wall signal and the moment it went active, the time it
+ * was busy (not idle) minus its CPU clock's advance since its last wall
+ * signal (clamped to that busy time), as a share of the busy time. Moves
+ * the baseline on. */
 static uint64_t
 off_cpu_share(uint64_t wall_ns)
 {
     uint64_t  now = clock_ns(CLOCK_MONOTONIC);
     uint64_t  cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     uint64_t  idle = ts.idle.idle_ns;
+    uint64_t  from = ts.last_tick_ns, from_idle = ts.last_idle_ns;
     uint64_t  span, idle_in, busy, ran, off = 0;
 
-    span = now > ts.last_tick_ns ? now - ts.last_tick_ns : 0;
-    idle_in = idle > ts.last_idle_ns ? idle - ts.last_idle_ns : 0;
+    if (ts.active_ns > from) {
+        from = ts.active_ns;
+        from_idle = ts.active_idle_ns;
+    }
+    span = now > from ? now - from : 0;
+    idle_in = idle > from_idle ? idle - from_idle : 0;
     busy = span > idle_in ? span - idle_in : 0;
     ran = cpu > ts.last_cpu_ns ? cpu - ts.last_cpu_ns : 0;
+    if (ran > busy) {
+        ran = busy;
+    }
     if (busy > ran) {
         off = (uint64_t) ((unsigned __int128) wall_ns * (busy - ran) / busy);
     }
@@ -117,7 +151,8 @@ idle_tick(void)
     ts.last_tick_ns = now;
     ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ts.last_idle_ns = ts.idle.idle_ns
-                      + (now > ts.idle.since ? now - ts.idle.since : 0);
+                      + (ts.idle.counted && now > ts.idle.since
+                         ? now - ts.idle.since : 0);
 }
 
 static void
@@ -132,10 +167,24 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     uint32_t                 period, weight;
     uint64_t                 value, off = 0;
 
+    wall = sig != SIGPROF;
+    weight = 1;
+    if (wall) {
+        /* The ticks sent since the last one taken (more than one when the
+         * ticker overslept or the signal waited): the weight. Taken first,
+         * whatever becomes of this signal: the ticker sends this thread no
+         * further one until it is back to 0. */
+        weight = ts.wall != NULL
+                 ? atomic_exchange_explicit(&ts.wall->pending, 0,
+                                            memory_order_relaxed)
+                 : 0;
+        if (weight == 0) {
+            weight = 1;
+        }
+    }
     if (!atomic_load_explicit(&running, memory_order_relaxed)) {
         goto out;
     }
-    wall = sig != SIGPROF;
     period = atomic_load_explicit(wall ? &cur_wall_period : &cur_period,
                                   memory_order_relaxed);
     if (period == 0) {
@@ -147,12 +196,16 @@ sigprof_handler(int sig, siginfo_t *si, void *ucv)
     }
     ts.busy = 1;
 
-    overrun = ts.armed ? timer_getoverrun(wall ? ts.wall_timer : ts.timer)
-                       : 0;
-    weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    if (!wall) {
+        overrun = ts.armed ? timer_getoverrun(ts.timer) : 0;
+        weight = 1 + (overrun > 0 ? (uint32_t) overrun : 0);
+    }
     value = (uint64_t) weight * period;
 
     if (wall) {
+        if (!ts.active) {
+            goto done;      /* sent just before it went inactive */
+        }
         if (ts.idle.idle) {
             idle_tick();
             if (idle_wake != NULL) {
@@ -324,10 +377,15 @@ sp_sampler_start(const sp_sampler_conf_t *c, char *err, size_t errlen)
     atomic_store(&base_rate, conf.rate_hz);
     atomic_store(&wall_base_rate, conf.wall_rate_hz);
     atomic_store(&types, conf.types);
-    apply_locked();
-    pthread_mutex_unlock(&reg_lock);
-
     atomic_store(&running, 1);
+    if (apply_locked() != 0) {
+        atomic_store(&running, 0);
+        pthread_mutex_unlock(&reg_lock);
+        snprintf(err, errlen, "the wall-clock ticker thread could not "
+                 "start: %s", strerror(errno));
+        return -1;
+    }
+    pthread_mutex_unlock(&reg_lock);
     return 0;
 }
 
@@ -365,8 +423,6 @@ period_spec(struct itimerspec *its, uint64_t period, uint64_t first)
     its->it_value.tv_nsec = (long) (first % 1000000000ull);
 }
 
-/* Under reg_lock: publishes the period in force and re-arms every
- * registered timer with it (or disarms them all when paused). */
 /* The period a type's timers run at now; 0: disarmed. */
 static uint64_t
 type_period(unsigned type, unsigned rate)
@@ -377,24 +433,191 @@ type_period(unsigned type, unsigned rate)
     return 1000000000ull / rate;
 }
 
-static void
-arm_wall_locked(size_t i, uint64_t period, uint64_t first)
+static uint64_t
+random_below(uint64_t n)
 {
-    struct itimerspec  its;
+    uint8_t   rnd[8];
+    uint64_t  r;
 
-    memset(&its, 0, sizeof(its));
-    if (period != 0 && reg[i].wall_on) {
-        period_spec(&its, period, first ? first : period);
+    sp_span_id_generate(rnd);
+    memcpy(&r, rnd, sizeof(r));
+    return r % n;
+}
+
+
+/* ---- the wall ticker ---------------------------------------------------- */
+
+static wall_slot_t *
+wall_slot_at(size_t i)
+{
+    wall_slot_t  *c;
+
+    c = atomic_load_explicit(&wall_chunks[i / SLOTS_PER_CHUNK],
+                             memory_order_acquire);
+    return c != NULL ? &c[i % SLOTS_PER_CHUNK] : NULL;
+}
+
+/* One tick: a wall signal to every registered thread whose wall time counts
+ * now; weight ticks are due (more than 1 after an oversleep). A thread
+ * whose last signal is still pending gets none: its next sample weighs the
+ * ticks it missed, as a timer's overruns. */
+static void
+ticker_tick(pid_t pid, uint32_t weight)
+{
+    size_t        n, i;
+    wall_slot_t  *sl;
+    pid_t         tid;
+
+    n = atomic_load_explicit(&wall_hwm, memory_order_acquire);
+    for (i = 0; i < n; i++) {
+        sl = wall_slot_at(i);
+        if (sl == NULL
+            || !atomic_load_explicit(&sl->active, memory_order_relaxed)
+            || atomic_load_explicit(&sl->idle, memory_order_relaxed))
+        {
+            continue;
+        }
+        tid = atomic_load_explicit(&sl->tid, memory_order_acquire);
+        if (tid == 0) {
+            continue;
+        }
+        if (atomic_fetch_add_explicit(&sl->pending, weight,
+                                      memory_order_relaxed) != 0)
+        {
+            atomic_fetch_add_explicit(&n_wall_coalesced, 1,
+                                      memory_order_relaxed);
+            continue;
+        }
+        if (syscall(SYS_tgkill, pid, tid, SP_SAMPLER_WALL_SIGNAL) == 0) {
+            atomic_fetch_add_explicit(&n_wall_signals, 1,
+                                      memory_order_relaxed);
+        } else {
+            /* The thread is gone (it exited without unregistering). */
+            atomic_store_explicit(&sl->pending, 0, memory_order_relaxed);
+        }
     }
-    (void) timer_settime(reg[i].wall, 0, &its, NULL);
+    atomic_fetch_add_explicit(&n_ticks, 1, memory_order_relaxed);
+}
+
+/* Wakes at the wall period on absolute CLOCK_MONOTONIC deadlines (no
+ * drift), its first tick at a random point of the period. The sleep is a
+ * timed wait on tick_cond (a futex wait with the same absolute deadline as
+ * clock_nanosleep), so that a pause, a rate change or the stop is seen at
+ * once rather than at the next tick. While wall sampling is off (paused,
+ * rate 0, types without wall) it waits on tick_cond alone. */
+static void *
+ticker_main(void *arg)
+{
+    struct timespec  at;
+    uint64_t         period, deadline = 0, now, missed;
+    pid_t            pid = getpid();
+
+    (void) arg;
+    /* Named for operators (top -H, /proc/PID/task/TID/comm). */
+    (void) pthread_setname_np(pthread_self(), "spanprof-wall");
+    pthread_mutex_lock(&tick_lock);
+    while (!ticker_quit) {
+        period = atomic_load(&cur_wall_period);
+        if (period == 0) {
+            deadline = 0;
+            pthread_cond_wait(&tick_cond, &tick_lock);
+            continue;
+        }
+        now = clock_ns(CLOCK_MONOTONIC);
+        if (deadline == 0 || deadline > now + period) {
+            deadline = now + random_below(period) + 1;   /* a new phase */
+        }
+        at.tv_sec = (time_t) (deadline / 1000000000ull);
+        at.tv_nsec = (long) (deadline % 1000000000ull);
+        if (pthread_cond_timedwait(&tick_cond, &tick_lock, &at) != ETIMEDOUT) {
+            continue;       /* woken: the state may have changed */
+        }
+        now = clock_ns(CLOCK_MONOTONIC);
+        if (now < deadline) {
+            continue;
+        }
+        /* Overslept whole periods count in the weight (at most 1 s's). */
+        missed = (now - deadline) / period;
+        deadline += (missed + 1) * period;
+        if (missed >= 1000000000ull / period) {
+            missed = 1000000000ull / period;
+        }
+        pthread_mutex_unlock(&tick_lock);
+        ticker_tick(pid, (uint32_t) (1 + missed));
+        pthread_mutex_lock(&tick_lock);
+    }
+    pthread_mutex_unlock(&tick_lock);
+    return NULL;
+}
+
+/* Under reg_lock: the ticker runs in this process (a fork's child has none
+ * of its parent's). It blocks every signal: the server's own (SIGTERM,
+ * SIGHUP, ...) must reach the threads that wait for them. 0 or -1. */
+static int
+ticker_start_locked(void)
+{
+    pthread_condattr_t  ca;
+    sigset_t            all, old;
+    int                 rc;
+
+    if (ticker_pid == getpid()) {
+        return 0;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&tick_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&tick_lock, NULL);
+    ticker_quit = 0;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&ticker, NULL, ticker_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    ticker_pid = getpid();
+    return 0;
 }
 
 static void
+ticker_wake(void)
+{
+    if (ticker_pid == getpid()) {
+        pthread_mutex_lock(&tick_lock);
+        pthread_cond_signal(&tick_cond);
+        pthread_mutex_unlock(&tick_lock);
+    }
+}
+
+/* Under reg_lock: the ticker told to quit, and joined. */
+static void
+ticker_stop_locked(void)
+{
+    if (ticker_pid != getpid()) {
+        ticker_pid = 0;
+        return;
+    }
+    pthread_mutex_lock(&tick_lock);
+    ticker_quit = 1;
+    pthread_cond_signal(&tick_cond);
+    pthread_mutex_unlock(&tick_lock);
+    pthread_join(ticker, NULL);
+    ticker_pid = 0;
+}
+
+/* Under reg_lock: publishes the periods in force, re-arms every registered
+ * CPU timer with its period (or disarms them all when paused), and starts
+ * or wakes the wall ticker. -1 (errno set) if the ticker could not start. */
+static int
 apply_locked(void)
 {
     struct itimerspec  its;
     uint64_t           period, wall;
     size_t             i;
+    int                rc = 0;
 
     period = type_period(SP_SAMPLER_TYPE_CPU, effective_rate());
     wall = type_period(SP_SAMPLER_TYPE_WALL, wall_effective_rate());
@@ -409,9 +632,13 @@ apply_locked(void)
             /* A thread that exited without unregistering leaves a timer
              * the kernel may refuse: nothing to do about it here. */
             (void) timer_settime(reg[i].timer, 0, &its, NULL);
-            arm_wall_locked(i, wall, 0);
         }
     }
+    if (wall != 0 && atomic_load(&running)) {
+        rc = ticker_start_locked();
+    }
+    ticker_wake();
+    return rc;
 }
 
 
@@ -424,7 +651,7 @@ sp_sampler_set_rate(unsigned rate_hz)
     }
     pthread_mutex_lock(&reg_lock);
     atomic_store(&base_rate, rate_hz);
-    apply_locked();
+    (void) apply_locked();
     pthread_mutex_unlock(&reg_lock);
     return 0;
 }
@@ -444,7 +671,7 @@ sp_sampler_set_wall_rate(unsigned rate_hz)
     }
     pthread_mutex_lock(&reg_lock);
     atomic_store(&wall_base_rate, rate_hz);
-    apply_locked();
+    (void) apply_locked();
     pthread_mutex_unlock(&reg_lock);
     return 0;
 }
@@ -468,7 +695,7 @@ sp_sampler_set_types(unsigned t)
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&types) != t) {
         atomic_store(&types, t);
-        apply_locked();
+        (void) apply_locked();
     }
     pthread_mutex_unlock(&reg_lock);
 }
@@ -485,7 +712,7 @@ sp_sampler_set_shed_level(unsigned level)
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&shed_level) != level) {
         atomic_store(&shed_level, level);
-        apply_locked();
+        (void) apply_locked();
     }
     pthread_mutex_unlock(&reg_lock);
 }
@@ -508,7 +735,7 @@ sp_sampler_set_paused(int p)
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&paused) != !!p) {
         atomic_store(&paused, !!p);
-        apply_locked();
+        (void) apply_locked();
     }
     pthread_mutex_unlock(&reg_lock);
 }
@@ -534,15 +761,39 @@ sp_sampler_thread_register_on_demand(void)
     return thread_register(0);
 }
 
+/* Under reg_lock: slot i's chunk, allocated if new. */
+static wall_slot_t *
+wall_slot_make_locked(size_t i)
+{
+    wall_slot_t  *c;
+
+    if (i / SLOTS_PER_CHUNK >= MAX_CHUNKS) {
+        return NULL;
+    }
+    c = atomic_load(&wall_chunks[i / SLOTS_PER_CHUNK]);
+    if (c == NULL) {
+        if (posix_memalign((void **) &c, 64,
+                           SLOTS_PER_CHUNK * sizeof(wall_slot_t)) != 0)
+        {
+            return NULL;
+        }
+        memset(c, 0, SLOTS_PER_CHUNK * sizeof(wall_slot_t));
+        atomic_store_explicit(&wall_chunks[i / SLOTS_PER_CHUNK], c,
+                              memory_order_release);
+    }
+    return &c[i % SLOTS_PER_CHUNK];
+}
+
 static int
 thread_register(int wall_on)
 {
     struct sigevent    sev;
     struct itimerspec  its;
-    uint64_t           period, first;
-    uint8_t            rnd[8];
+    uint64_t           period;
     void              *warm[8];
+    wall_slot_t       *sl;
     size_t             i;
+    pid_t              tid;
     int                rc = 0;
 
     if (!atomic_load(&running)) {
@@ -563,18 +814,18 @@ thread_register(int wall_on)
     ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
     ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     ts.last_idle_ns = 0;
+    ts.active_ns = ts.last_tick_ns;
+    ts.active_idle_ns = 0;
+    ts.active = wall_on;
+    ts.wall = NULL;
     ts.busy = 0;
 
+    tid = (pid_t) syscall(SYS_gettid);
     memset(&sev, 0, sizeof(sev));
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = SIGPROF;
-    sev._sigev_un._tid = (pid_t) syscall(SYS_gettid);
+    sev._sigev_un._tid = tid;
     if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &ts.timer) != 0) {
-        return -1;
-    }
-    sev.sigev_signo = SP_SAMPLER_WALL_SIGNAL;
-    if (timer_create(CLOCK_MONOTONIC, &sev, &ts.wall_timer) != 0) {
-        timer_delete(ts.timer);
         return -1;
     }
 
@@ -589,48 +840,57 @@ thread_register(int wall_on)
         if (r == NULL) {
             pthread_mutex_unlock(&reg_lock);
             timer_delete(ts.timer);
-            timer_delete(ts.wall_timer);
             errno = ENOMEM;
             return -1;
         }
         reg = r;
         reg_cap = cap;
     }
+    sl = wall_slot_make_locked(i);
+    if (sl == NULL) {
+        pthread_mutex_unlock(&reg_lock);
+        timer_delete(ts.timer);
+        errno = ENOMEM;
+        return -1;
+    }
     if (i == reg_n) {
         reg_n++;
     }
     reg[i].timer = ts.timer;
-    reg[i].wall = ts.wall_timer;
-    reg[i].wall_on = wall_on;
-    ts.wall_on = wall_on;
     reg[i].used = 1;
     ts.slot = i;
     ts.armed = 1;
+
+    /* The ticker's view of it, published last (tid with release). */
+    atomic_store_explicit(&sl->pending, 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->idle, 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->active, wall_on, memory_order_relaxed);
+    ts.wall = sl;
+    ts.idle.ticker_slot = sl;
+    atomic_store_explicit(&sl->tid, tid, memory_order_release);
+    if (i + 1 > atomic_load(&wall_hwm)) {
+        atomic_store_explicit(&wall_hwm, i + 1, memory_order_release);
+    }
 
     /* A random first expiry: threads started together do not sample in
      * lockstep, and a periodic workload is not aliased. Armed under the
      * lock, so a concurrent rate change cannot be overwritten. */
     period = atomic_load(&cur_period);
     if (period != 0) {
-        sp_span_id_generate(rnd);
-        memcpy(&first, rnd, sizeof(first));
-        first = first % period + 1;
-        period_spec(&its, period, first);
+        period_spec(&its, period, random_below(period) + 1);
         if (timer_settime(ts.timer, 0, &its, NULL) != 0) {
             rc = -1;
         }
     }
-    period = atomic_load(&cur_wall_period);
-    if (rc == 0 && period != 0) {
-        sp_span_id_generate(rnd);
-        memcpy(&first, rnd, sizeof(first));
-        arm_wall_locked(i, period, first % period + 1);
-    }
     if (rc != 0) {
+        atomic_store(&sl->active, 0);
+        atomic_store(&sl->tid, 0);
         reg[i].used = 0;
         ts.armed = 0;
+        ts.active = 0;
+        ts.wall = NULL;
+        ts.idle.ticker_slot = NULL;
         timer_delete(ts.timer);
-        timer_delete(ts.wall_timer);
     }
     pthread_mutex_unlock(&reg_lock);
     return rc;
@@ -642,51 +902,38 @@ sp_sampler_thread_unregister(void)
 {
     if (ts.armed) {
         pthread_mutex_lock(&reg_lock);
+        atomic_store(&ts.wall->active, 0);
+        atomic_store(&ts.wall->tid, 0);
+        ts.active = 0;
+        ts.idle.ticker_slot = NULL;
+        ts.wall = NULL;
         reg[ts.slot].used = 0;
         ts.armed = 0;
         timer_delete(ts.timer);
-        timer_delete(ts.wall_timer);
         pthread_mutex_unlock(&reg_lock);
     }
 }
 
 
+/* No lock and no system call: two flag stores and, going active, a vDSO
+ * clock read (the off-CPU baseline the next wall sample starts from). */
 void
 sp_sampler_wall_active(int on)
 {
-    uint64_t  period, first;
-    uint8_t   rnd[8];
+    wall_slot_t  *sl = ts.wall;
 
-    if (!ts.armed || ts.wall_on == !!on) {
+    on = !!on;
+    if (sl == NULL || ts.active == on) {
         return;
     }
-    /* Wall sampling off (CPU only): nothing to arm, and no lock and no
-     * timer_settime per request. A thread switched on later at runtime
-     * arms at its next unit of work. */
-    if (on && atomic_load(&cur_wall_period) == 0) {
-        return;
-    }
-    pthread_mutex_lock(&reg_lock);
-    ts.wall_on = !!on;
     if (on) {
-        /* The wall time counts from now: no off-CPU time before. */
-        ts.last_tick_ns = clock_ns(CLOCK_MONOTONIC);
-        ts.last_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        ts.last_idle_ns = ts.idle.idle_ns;
+        ts.active_ns = clock_ns(CLOCK_MONOTONIC);
+        ts.active_idle_ns = ts.idle.idle_ns;
     }
-    reg[ts.slot].wall_on = !!on;
-    /* The first expiry at a random point of the period, as at register:
-     * a unit of work shorter than the period (a thread pool's task) is
-     * then sampled with probability duration / period, not never. */
-    first = 0;
-    period = atomic_load(&cur_wall_period);
-    if (on && period != 0) {
-        sp_span_id_generate(rnd);
-        memcpy(&first, rnd, sizeof(first));
-        first = first % period + 1;
-    }
-    arm_wall_locked(ts.slot, period, first);
-    pthread_mutex_unlock(&reg_lock);
+    atomic_signal_fence(memory_order_seq_cst);
+    ts.active = on;
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&sl->active, on, memory_order_relaxed);
 }
 
 
@@ -705,29 +952,37 @@ sp_sampler_set_idle_wake(sig_atomic_t *flag)
 void
 sp_sampler_idle_begin(sp_sampler_idle_t *st)
 {
-    if (atomic_load_explicit(&cur_wall_period, memory_order_relaxed) == 0) {
-        st->counted = 0;
-        return;
+    wall_slot_t  *sl = st->ticker_slot;
+
+    st->counted = atomic_load_explicit(&cur_wall_period,
+                                       memory_order_relaxed) != 0;
+    if (st->counted) {
+        st->since = clock_ns(CLOCK_MONOTONIC);
     }
-    st->counted = 1;
-    st->since = clock_ns(CLOCK_MONOTONIC);
     atomic_signal_fence(memory_order_seq_cst);
     st->idle = 1;
     atomic_signal_fence(memory_order_seq_cst);
+    if (sl != NULL) {
+        atomic_store_explicit(&sl->idle, 1, memory_order_relaxed);
+    }
 }
 
 void
 sp_sampler_idle_end(sp_sampler_idle_t *st)
 {
-    uint64_t  d;
+    wall_slot_t  *sl = st->ticker_slot;
+    uint64_t      d;
 
+    if (sl != NULL) {
+        atomic_store_explicit(&sl->idle, 0, memory_order_relaxed);
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+    st->idle = 0;
+    atomic_signal_fence(memory_order_seq_cst);
     if (!st->counted) {
         return;
     }
     st->counted = 0;
-    atomic_signal_fence(memory_order_seq_cst);
-    st->idle = 0;
-    atomic_signal_fence(memory_order_seq_cst);
     d = clock_ns(CLOCK_MONOTONIC) - st->since;
     st->idle_ns += d;
     atomic_fetch_add_explicit(&idle_total_ns, d, memory_order_relaxed);
@@ -739,6 +994,9 @@ sp_sampler_stop(void)
 {
     atomic_store(&running, 0);
     sp_sampler_thread_unregister();
+    pthread_mutex_lock(&reg_lock);
+    ticker_stop_locked();
+    pthread_mutex_unlock(&reg_lock);
 }
 
 
@@ -784,4 +1042,7 @@ sp_sampler_get_stats(sp_sampler_stats_t *st)
     st->reentered = atomic_load(&n_reentered);
     st->wall_samples = atomic_load(&n_wall_samples);
     st->idle_ns = atomic_load(&idle_total_ns);
+    st->wall_ticks = atomic_load(&n_ticks);
+    st->wall_signals = atomic_load(&n_wall_signals);
+    st->wall_coalesced = atomic_load(&n_wall_coalesced);
 }

@@ -11,14 +11,34 @@
 /* One sampler per process. Each thread that serves requests registers
  * itself and gets its own CPU-time timer (CLOCK_THREAD_CPUTIME_ID, delivered
  * to that thread with SIGEV_THREAD_ID) firing SIGPROF at rate_hz, its first
- * expiry at a random point of the period; with wall-clock sampling on, also
- * a CLOCK_MONOTONIC timer firing SP_SAMPLER_WALL_SIGNAL at wall_rate_hz
- * (a wall sample: its wall time, weight * period, and the part of it the
- * thread did not run, see sp_sampler_idle_t). The handler is async-signal-safe:
- * it saves errno, guards against re-entry, reads the thread's OTEP 4947
- * record, unwinds with libunwind over a lock-free loader snapshot, and writes
- * (time, weight, labels, frames) into a preallocated lock-free ring; a full
- * ring drops and counts the sample. The exporter drains the ring. */
+ * expiry at a random point of the period. With wall-clock sampling on, one
+ * ticker thread per process (started by the sampler, joined by
+ * sp_sampler_stop, waiting without ticking while wall sampling is paused or
+ * off) wakes at wall_rate_hz on absolute CLOCK_MONOTONIC deadlines, its
+ * first tick at a random point of the period, and sends
+ * SP_SAMPLER_WALL_SIGNAL (tgkill) to each registered thread whose wall time
+ * counts now: active (sp_sampler_wall_active) and not idle
+ * (sp_sampler_idle_begin/end). A thread that waits for work is never
+ * signalled. The ticker walks an array of slots (tid and flags) without a
+ * lock; the registry's mutex is taken only to register and unregister.
+ * A wall sample is its wall time (weight * period) and the part of it the
+ * thread did not run (see "Off-CPU share" below). The handler is
+ * async-signal-safe: it saves errno, guards against re-entry, reads the
+ * thread's OTEP 4947 record, unwinds with libunwind over a lock-free loader
+ * snapshot, and writes (time, weight, labels, frames) into a preallocated
+ * lock-free ring; a full ring drops and counts the sample. The exporter
+ * drains the ring.
+ *
+ * Off-CPU share (an approximation): the handler keeps, per thread, the
+ * monotonic time and thread CPU time of the last wall signal it took. The
+ * wall time counted is from the later of that signal and the moment the
+ * thread last went active, minus the idle time in between; the CPU time
+ * is the thread CPU clock's advance since the last wall signal, clamped to
+ * that wall time (so CPU spent while inactive just before going active may
+ * count as run time). off_cpu_ns = weight * period * (wall - cpu) / wall.
+ *
+ * A thread must unregister, or be inactive, when it exits: the ticker
+ * signals a slot's tid only while it is active. */
 
 #define SP_SAMPLER_MAX_DEPTH  256
 
@@ -47,7 +67,7 @@ typedef struct {
     uint64_t   time_ns;           /* wall clock */
     uint64_t   off_cpu_ns;        /* WALL: of weight * period_ns, the time
                                    * the thread did not run; else 0 */
-    uint32_t   weight;            /* 1 + timer overruns */
+    uint32_t   weight;            /* 1 + timer overruns; WALL: ticks */
     uint32_t   period_ns;         /* the timer's period when taken */
     uint8_t    kind;              /* sp_sample_kind_t */
     uint16_t   nframes;           /* frames[0] is the interrupted pc */
@@ -75,12 +95,16 @@ typedef struct {
     uint64_t   reentered;
     uint64_t   wall_samples;      /* of samples: wall ones */
     uint64_t   idle_ns;           /* threads' time in the idle wait */
+    uint64_t   wall_ticks;        /* the ticker's wake-ups */
+    uint64_t   wall_signals;      /* wall signals it sent */
+    uint64_t   wall_coalesced;    /* not sent: the thread's last pending */
 } sp_sampler_stats_t;
 
 /* Runtime control, from any thread (the exporter's, nginx's event loop, the
- * control API). Every registered thread's timer is re-armed at once with
+ * control API). Every registered thread's CPU timer is re-armed at once with
  * timer_settime (the registry of timers is under a mutex the signal handler
- * never touches); the handler reads only the current period (one atomic),
+ * never touches) and the wall ticker is woken to take the new wall period;
+ * the handler reads only the current period (one atomic),
  * which each raw sample records, so weights stay true CPU time across a
  * change. A signal already pending when the period changes is recorded with
  * the new period: at most one sample per thread per change is off. */
@@ -94,21 +118,24 @@ void     sp_sampler_set_shed_level(unsigned level);
 unsigned sp_sampler_shed_level(void);
 unsigned sp_sampler_effective_rate(void);
 /* Which types sample now (SP_SAMPLER_TYPE_*, memory ignored here): a
- * type switched off has its timers disarmed. */
+ * type switched off has its timers disarmed (wall: the ticker waits). */
 void     sp_sampler_set_types(unsigned types);
 unsigned sp_sampler_types(void);
 /* The wall timer's base rate (1..1000 Hz), shed like the CPU one. */
 int      sp_sampler_set_wall_rate(unsigned rate_hz);
 unsigned sp_sampler_wall_rate(void);
 unsigned sp_sampler_wall_effective_rate(void);
-/* Pause: timers disarmed, no samples; resume re-arms. */
+/* Pause: timers disarmed and the ticker waiting, no samples; resume
+ * re-arms. */
 void     sp_sampler_set_paused(int paused);
 int      sp_sampler_paused(void);
 
-/* Installs the SIGPROF handler and the loader snapshot; call once per
- * process (worker), before any thread registers. The base rate becomes
- * conf->rate_hz; a shed level or a pause set before stays. 0, or -1 with
- * err. */
+/* Installs the SIGPROF handler and the loader snapshot, and starts the
+ * wall ticker if wall sampling is on (else it starts when wall sampling is
+ * first switched on); call once per process (worker), before any thread
+ * registers, in the process that serves (the ticker does not survive a
+ * fork). The base rate becomes conf->rate_hz; a shed level or a pause set
+ * before stays. 0, or -1 with err. */
 int sp_sampler_start(const sp_sampler_conf_t *conf, char *err, size_t errlen);
 
 /* On each serving thread: warms up TLS and libunwind, then arms the
@@ -120,17 +147,20 @@ void sp_sampler_thread_unregister(void);
  * counted (two clock reads around the wait), never unwound, and left out
  * of the off-CPU time of the next wall sample. The server glue brackets the
  * wait with idle_begin/end on a pointer it took once (sp_sampler_idle_slot,
- * after register). A wall signal that lands in the wait interrupts it (no
- * signal mask is changed around the wait: a pair of sigprocmask calls
- * costs microseconds on every loop iteration); the handler then sets the
- * flag given to sp_sampler_set_idle_wake (nginx: ngx_event_timer_alarm, so
- * that its event method takes the EINTR as a timer wake-up, silently, as
- * with timer_resolution). */
+ * after register): two flag stores each (one the ticker reads: an idle
+ * thread is not signalled). A wall signal the ticker sent just before the
+ * thread began its wait may still interrupt it (no signal mask is changed
+ * around the wait: a pair of sigprocmask calls costs microseconds on every
+ * loop iteration); the handler then sets the flag given to
+ * sp_sampler_set_idle_wake (nginx: ngx_event_timer_alarm, so that its event
+ * method takes the EINTR as a timer wake-up, silently, as with
+ * timer_resolution). */
 typedef struct {
     volatile sig_atomic_t  idle;
     volatile uint64_t      idle_ns;   /* this thread's, in total */
     uint64_t               since;     /* monotonic ns the wait began */
     int                    counted;   /* wall sampling was on at begin */
+    void                  *ticker_slot;   /* the ticker's view of it */
 } sp_sampler_idle_t;
 
 sp_sampler_idle_t *sp_sampler_idle_slot(void);
@@ -140,15 +170,18 @@ void sp_sampler_set_idle_wake(sig_atomic_t *flag);
 
 /* A thread whose wall time counts only while it serves a request (httpd's
  * workers, not while they wait for a connection; nginx's thread pool
- * threads while they run a task) arms its wall timer at the request's
- * start, its first expiry at a random point of the period, and disarms it
- * at its end; registered threads start disarmed when registered with
- * sp_sampler_thread_register_on_demand(). */
+ * threads while they run a task) is marked active at the request's start
+ * and inactive at its end: a flag store (and, going active, a vDSO clock
+ * read), no lock, no system call. Threads registered with
+ * sp_sampler_thread_register_on_demand() start inactive; those registered
+ * with sp_sampler_thread_register() start active. A unit of work shorter
+ * than the period is sampled with probability duration / period. */
 int  sp_sampler_thread_register_on_demand(void);
 void sp_sampler_wall_active(int on);
 
 /* Stops sampling in this process: no further samples are recorded (timers
- * of threads that did not unregister fire into an ignoring handler). */
+ * of threads that did not unregister fire into an ignoring handler); the
+ * ticker is told to quit and joined. */
 void sp_sampler_stop(void);
 
 int sp_sampler_running(void);
