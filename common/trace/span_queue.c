@@ -107,9 +107,11 @@ sp_span_queue_place(sp_span_queue_t *q)
     /* With concurrent producers a slot reserved while another producer
      * reserves after it cannot give its unused end back before the
      * consumer releases it: slots are taken only while the ring is less
-     * than half full, so that such ends never crowd out spans. */
+     * than half full, so that such ends never crowd out spans. A
+     * rewind's padding (record_ring.h) is not counted: the consumer frees
+     * it at its next batch, and slots are what it rewinds for. */
     if (!q->ring.one_thread
-        && sp_record_ring_room(&q->ring)
+        && sp_record_ring_room_unpadded(&q->ring)
            < sp_record_ring_capacity(&q->ring) / 2)
     {
         return NULL;
