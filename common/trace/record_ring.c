@@ -20,11 +20,9 @@
 /* With concurrent producers a rewind leaves the rest of the buffer as a
  * padding record, which holds its room until the consumer passes it (at
  * its next batch): the start must then have room for what producers queue
- * meanwhile. A quarter of the ring is at least one full batch at the
- * exporter's default batch_count (4; the ring is sized batch_size *
- * batch_count spans), and keeps a ring that is drained in time within its
- * first quarter (and the pages a batch or two past it). Never less than
- * REWIND_MIN: a ring of 64 KiB or less does not rewind. */
+ * meanwhile. By default a quarter of the ring (the span queue sets two
+ * batches: sp_span_queue_set_batch). Never less than REWIND_MIN: a ring of
+ * 64 KiB or less does not rewind. */
 #define MP_REWIND(cap)  ((cap) / 4 > REWIND_MIN ? (cap) / 4 : REWIND_MIN)
 
 static inline _Atomic uint64_t *
@@ -66,7 +64,14 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread)
     }
     r->mask = cap - 1;
     r->one_thread = one_thread;
+    r->rewind_at = MP_REWIND(cap);
     return 0;
+}
+
+void
+sp_record_ring_set_rewind(sp_record_ring_t *r, size_t bytes)
+{
+    r->rewind_at = bytes < REWIND_MIN ? REWIND_MIN : bytes;
 }
 
 void
@@ -117,13 +122,13 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
             /* Concurrent producers: the rest of the buffer becomes a
              * padding record and this record goes to the start, reserved
              * in the same compare-and-swap as a wrap's. Done when the
-             * records still held (head - tail) all lie MP_REWIND or more
+             * records still held (head - tail) all lie rewind_at or more
              * into this round of the buffer, not only when the ring is
              * empty: under load a batch is in flight while requests go
              * on, so an Apache child's ring is seldom empty when it
              * reserves. */
             rewind = h - t <= off && off - (h - t) >= total
-                     && off - (h - t) >= MP_REWIND(cap);
+                     && off - (h - t) >= r->rewind_at;
         }
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {

@@ -27,13 +27,13 @@
  * (a rewind), so a consumer that keeps up keeps the ring's bytes in cache.
  *
  * With concurrent producers the ring rewinds too, without touching the
- * tail (the consumer's alone): when the records it still holds all lie a
- * quarter (and 64 KiB) or more into the buffer, a producer reserves the
- * rest of the buffer as a padding record and its own record at the start,
+ * tail (the consumer's alone): when the records it still holds all lie far
+ * enough into the buffer (sp_record_ring_set_rewind), a producer reserves
+ * the rest of the buffer as a padding record and its own record at the start,
  * in one compare-and-swap, as a record that would wrap does. The padding's room
  * comes back when the consumer passes it; its bytes are never written nor
- * zeroed, so the pages past the ring's first quarter (and a batch or two)
- * stay untouched while the consumer keeps up. */
+ * zeroed, so the pages past that point (and a batch or two) stay untouched
+ * while the consumer keeps up. */
 
 typedef struct {
     size_t                          mask;
@@ -46,6 +46,7 @@ typedef struct {
     uint64_t                        pad_from;
     uint64_t                        pad_to;
     int                             one_thread; /* set at init */
+    size_t                          rewind_at;  /* sp_record_ring_set_rewind */
     _Alignas(64) _Atomic uint64_t   head;       /* next byte to reserve */
     _Atomic uint64_t                committed;  /* records committed */
     _Atomic uint64_t                dropped;
@@ -59,6 +60,12 @@ typedef struct {
  * one_thread: see above. */
 int sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread);
 void sp_record_ring_free(sp_record_ring_t *r);
+/* Concurrent producers: the ring rewinds once the records it holds all lie
+ * `bytes` or more into the buffer (by default a quarter of it; never less
+ * than 64 KiB; never when it is the capacity or more). That is the room
+ * the start has while the rewind's padding waits for the consumer: enough
+ * for what producers queue until the consumer's next batch. */
+void sp_record_ring_set_rewind(sp_record_ring_t *r, size_t bytes);
 
 static inline size_t
 sp_record_ring_capacity(const sp_record_ring_t *r)

@@ -50,6 +50,16 @@ sp_span_queue_destroy(sp_span_queue_t *q)
     }
 }
 
+void
+sp_span_queue_set_batch(sp_span_queue_t *q, size_t spans)
+{
+    /* The room left at the start while a rewind's padding waits for the
+     * consumer's next batch: what producers queue meanwhile is at most
+     * about a batch, and typical spans are under half their budget. */
+    sp_record_ring_set_rewind(&q->ring,
+                              2 * spans * SP_SPAN_QUEUE_BYTES_PER_SPAN);
+}
+
 size_t
 sp_span_queue_bytes(const sp_span_queue_t *q)
 {

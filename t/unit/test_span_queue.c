@@ -217,6 +217,7 @@ main(void)
     void             *a, *c, *prev, *recs[8];
     const sp_span_rec_t  *first;
     size_t            step = 0;
+    int               pass;
     uint8_t          *place;
     int               wraps = 0;
 
@@ -399,17 +400,24 @@ main(void)
     sp_record_ring_free(&r);
 
     /* Concurrent producers, a queue of 256 KiB: once the records it holds
-     * are a quarter in, the next span goes to the start of the buffer (a
-     * rewind) and the rest of the buffer is a padding until the consumer
-     * passes it. Slots for spans built in place are still given, though
-     * less than half the ring is free meanwhile. */
+     * are a quarter in (64 KiB), or two batches when the consumer's batch
+     * is set (48 spans: 96 KiB), the next span goes to the start of the
+     * buffer (a rewind) and the rest of the buffer is a padding until the
+     * consumer passes it. Slots for spans built in place are still given,
+     * though less than half the ring is free meanwhile. */
+    for (pass = 0; pass < 2; pass++) {
+    size_t  at = pass == 0 ? 64 * 1024 : 96 * 1024;
+
     q = sp_span_queue_create(256, 0);
+    if (pass == 1) {
+        sp_span_queue_set_batch(q, 48);
+    }
     build(s, 0, 0);
     sp_span_queue_push(q, s);
     is_int(sp_span_queue_peek(q, out, 1), 1, "256 KiB queue: the first span");
     first = out[0];
     sp_span_queue_release(q, 1);
-    for (i = 1; i < 2000; i++) {
+    for (i = 1; i < 4000; i++) {
         sp_span_queue_push(q, s);
         sp_span_queue_peek(q, out, 1);
         if (i == 1) {
@@ -420,12 +428,13 @@ main(void)
         }
         sp_span_queue_release(q, 1);
     }
-    ok(i < 2000, "a drained queue rewinds: span %d back at the start of the buffer",
+    ok(i < 4000, "a drained queue rewinds: span %d back at the start of the buffer",
        (int) i);
-    ok(i * step >= 64 * 1024 && (i - 1) * step < 64 * 1024,
-       "as soon as it is a quarter in (64 KiB: %d records of %zu bytes)", (int) i, step);
+    ok(i * step >= at && (i - 1) * step < at,
+       "as soon as it is %zu KiB in (%d records of %zu bytes)", at / 1024, (int) i,
+       step);
     place = sp_span_queue_place(q);
-    ok(place != NULL, "while the padding holds three quarters, a slot is given");
+    ok(place != NULL, "while the padding holds the rest, a slot is given");
     if (place != NULL) {
         s->place = place;
         build(s, 0, 1);
@@ -441,6 +450,7 @@ main(void)
     is_int(sp_span_queue_pending(q), 0, "all released");
     is_int(sp_span_queue_dropped(q), 0, "none dropped");
     sp_span_queue_destroy(q);
+    }
 
     /* A one-thread ring (nginx: spans are queued and sent on the worker's
      * loop) works the same without locked instructions and without zeroing
