@@ -127,8 +127,12 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
              * empty: under load a batch is in flight while requests go
              * on, so an Apache child's ring is seldom empty when it
              * reserves. */
-            rewind = h - t <= off && off - (h - t) >= total
-                     && off - (h - t) >= r->rewind_at;
+            int64_t  held_from = (int64_t) off - (int64_t) (h - t);
+
+            /* held_from: where the records held start in this round of
+             * the buffer (negative when they wrap round its end). */
+            rewind = held_from >= (int64_t) r->rewind_at
+                     && held_from >= (int64_t) total;
         }
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
