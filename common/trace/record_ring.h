@@ -29,11 +29,11 @@
  * With concurrent producers the ring rewinds too, without touching the
  * tail (the consumer's alone): when the records it still holds all lie far
  * enough into the buffer (sp_record_ring_set_rewind), a producer reserves
- * the rest of the buffer as a padding record and its own record at the start,
- * in one compare-and-swap, as a record that would wrap does. The padding's room
- * comes back when the consumer passes it; its bytes are never written nor
- * zeroed, so the pages past that point (and a batch or two) stay untouched
- * while the consumer keeps up. */
+ * the rest of the buffer as a padding record and its own record at the
+ * start, in one compare-and-swap, as a record that would wrap does. The
+ * padding's room comes back when the consumer passes it; its bytes are
+ * never written nor zeroed, so the pages past that point (and a batch or
+ * two) stay untouched while the consumer keeps up. */
 
 typedef struct {
     size_t                          mask;
