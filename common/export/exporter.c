@@ -932,6 +932,8 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     if (e->queue == NULL || e->scratch == NULL || e->batches == NULL) {
         goto nomem;
     }
+    /* Spans leave the queue a batch at a time (record_ring.h's rewind). */
+    sp_span_queue_set_batch(e->queue, e->conf.batch_size);
     for (i = 0; i < e->conf.batch_count; i++) {
         sp_buf_init(&e->batches[i].body);
         if (e->in_place) {

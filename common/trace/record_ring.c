@@ -17,6 +17,14 @@
  * half way, in a smaller ring). */
 #define REWIND_MIN  (64 * 1024)
 
+/* With concurrent producers a rewind leaves the rest of the buffer as a
+ * padding record, which holds its room until the consumer passes it (at
+ * its next batch): the start must then have room for what producers queue
+ * meanwhile. By default a quarter of the ring (the span queue sets two
+ * batches: sp_span_queue_set_batch). Never less than REWIND_MIN: a ring of
+ * 64 KiB or less does not rewind. */
+#define MP_REWIND(cap)  ((cap) / 4 > REWIND_MIN ? (cap) / 4 : REWIND_MIN)
+
 static inline _Atomic uint64_t *
 word_at(sp_record_ring_t *r, uint64_t pos)
 {
@@ -56,7 +64,14 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread)
     }
     r->mask = cap - 1;
     r->one_thread = one_thread;
+    r->rewind_at = MP_REWIND(cap);
     return 0;
+}
+
+void
+sp_record_ring_set_rewind(sp_record_ring_t *r, size_t bytes)
+{
+    r->rewind_at = bytes < REWIND_MIN ? REWIND_MIN : bytes;
 }
 
 void
@@ -87,14 +102,38 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
         off = h & r->mask;
         contig = cap - off;
         t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        /* An empty ring far into its buffer starts again at the beginning:
-         * while the consumer keeps up, producers rewrite the same (cached)
-         * bytes instead of walking the whole buffer. One thread only: with
-         * concurrent producers and a consumer, moving the tail from a
-         * producer raced with the consumer's own tail stores (the
-         * concurrent unit test lost and mangled records, 3 runs in 40). */
-        rewind = r->one_thread && h == t && off >= total
-                 && off >= (cap / 2 < REWIND_MIN ? cap / 2 : REWIND_MIN);
+        if (t > h) {
+            /* The head read is stale: others reserved, committed and were
+             * released meanwhile. Not a full ring. */
+            h = atomic_load_explicit(&r->head, memory_order_relaxed);
+            continue;
+        }
+        /* A ring far into its buffer starts again at the beginning (a
+         * rewind): while the consumer keeps up, producers rewrite the same
+         * (cached) bytes instead of walking the whole buffer. One thread:
+         * when the ring is empty, by moving the tail. With concurrent
+         * producers and a consumer, moving the tail from a producer raced
+         * with the consumer's own tail stores (the concurrent unit test
+         * lost and mangled records, 3 runs in 40), so they pad instead. */
+        if (r->one_thread) {
+            rewind = h == t && off >= total
+                     && off >= (cap / 2 < REWIND_MIN ? cap / 2 : REWIND_MIN);
+        } else {
+            /* Concurrent producers: the rest of the buffer becomes a
+             * padding record and this record goes to the start, reserved
+             * in the same compare-and-swap as a wrap's. Done when the
+             * records still held (head - tail) all lie rewind_at or more
+             * into this round of the buffer, not only when the ring is
+             * empty: under load a batch is in flight while requests go
+             * on, so an Apache child's ring is seldom empty when it
+             * reserves. */
+            int64_t  held_from = (int64_t) off - (int64_t) (h - t);
+
+            /* held_from: where the records held start in this round of
+             * the buffer (negative when they wrap round its end). */
+            rewind = held_from >= (int64_t) r->rewind_at
+                     && held_from >= (int64_t) total;
+        }
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
             if (count_drop) {
@@ -112,13 +151,20 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
             break;
         }
     }
-    if (rewind) {
+    if (rewind && r->one_thread) {
         /* Nothing to read or release before the start: the tail moves
          * there at once (the consumer is this thread, not running now). */
         atomic_store_explicit(&r->tail, h + contig, memory_order_release);
         h += contig;
     } else if (need != total) {
-        /* The tail end of the buffer becomes a committed padding record. */
+        if (rewind) {
+            /* Told to sp_record_ring_room_unpadded() before the consumer
+             * can pass the padding (its header is a release store). */
+            atomic_store_explicit(&r->rewound, h, memory_order_relaxed);
+        }
+        /* The tail end of the buffer becomes a committed padding record.
+         * Its bytes past the header were free, so zero, and are never
+         * written: the consumer clears only its header word. */
         atomic_store_explicit(word_at(r, h), contig | PAD | COMMITTED,
                               memory_order_release);
         h += contig;
@@ -210,6 +256,22 @@ sp_record_ring_room(sp_record_ring_t *r)
 }
 
 size_t
+sp_record_ring_room_unpadded(sp_record_ring_t *r)
+{
+    uint64_t  h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t  p = atomic_load_explicit(&r->rewound, memory_order_relaxed);
+    uint64_t  used = h - t, pad;
+
+    /* A padding the tail has not passed yet (a rewind's is never at 0). */
+    if (p != 0 && p >= t) {
+        pad = (p | r->mask) + 1 - p;
+        used = used > pad ? used - pad : 0;
+    }
+    return used >= r->mask + 1 ? 0 : (size_t) (r->mask + 1 - used);
+}
+
+size_t
 sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
 {
     uint64_t  pos, w, h;
@@ -232,6 +294,11 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
         }
         if (!(w & PAD)) {
             out[n++] = r->buf + (pos & r->mask) + HDR;
+        } else if (((pos + (w & LEN_MASK)) & r->mask) == 0) {
+            /* A padding to the end of the buffer (a wrap's or a rewind's,
+             * at most one in what is held): its bytes stay unzeroed. */
+            r->pad_from = pos + HDR;
+            r->pad_to = pos + (w & LEN_MASK);
         }
         pos += w & LEN_MASK;
     }
@@ -240,20 +307,34 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
     return n;
 }
 
-/* Zeroes the released bytes from..to before the tail moves on, so that
- * concurrent producers find them clean (a one-thread ring need not: it
- * never peeks at a record it has not committed). */
 static void
-release_range(sp_record_ring_t *r, uint64_t from, uint64_t to)
+zero_range(sp_record_ring_t *r, uint64_t from, uint64_t to)
 {
     size_t  off = (size_t) (from & r->mask), len = (size_t) (to - from);
     size_t  first = len <= r->mask + 1 - off ? len : r->mask + 1 - off;
 
-    if (r->one_thread || len == 0) {
-        return;
-    }
     memset(r->buf + off, 0, first);
     memset(r->buf, 0, len - first);
+}
+
+/* Zeroes the released bytes from..to before the tail moves on, so that
+ * concurrent producers find them clean (a one-thread ring need not: it
+ * never peeks at a record it has not committed). A padding to the end of
+ * the buffer is skipped past its header: its bytes were never written, and
+ * a rewind's may be most of the buffer, whose pages would all be touched.
+ * Released bytes are at most a ring, so hold at most one such padding. */
+static void
+release_range(sp_record_ring_t *r, uint64_t from, uint64_t to)
+{
+    if (r->one_thread || from == to) {
+        return;
+    }
+    if (r->pad_to != 0 && from < r->pad_from && r->pad_to <= to) {
+        zero_range(r, from, r->pad_from);
+        zero_range(r, r->pad_to, to);
+        return;
+    }
+    zero_range(r, from, to);
 }
 
 void

@@ -24,7 +24,16 @@
  * x86 and wait for the record just written to reach the cache, and without
  * zeroing released bytes, which only serves concurrent producers; and when
  * it is empty far into its buffer, the next record goes to the start again
- * (a rewind), so a consumer that keeps up keeps the ring's bytes in cache. */
+ * (a rewind), so a consumer that keeps up keeps the ring's bytes in cache.
+ *
+ * With concurrent producers the ring rewinds too, without touching the
+ * tail (the consumer's alone): when the records it still holds all lie far
+ * enough into the buffer (sp_record_ring_set_rewind), a producer reserves
+ * the rest of the buffer as a padding record and its own record at the
+ * start, in one compare-and-swap, as a record that would wrap does. The
+ * padding's room comes back when the consumer passes it; its bytes are
+ * never written nor zeroed, so the pages past that point (and a batch or
+ * two) stay untouched while the consumer keeps up. */
 
 typedef struct {
     size_t                          mask;
@@ -32,10 +41,17 @@ typedef struct {
     /* Consumer-private: where the last peek stopped. */
     uint64_t                        peek_pos;
     size_t                          peeked;
+    /* Consumer-private: the last padding peeked that ends at the end of
+     * the buffer, whose bytes past the header need no zeroing. */
+    uint64_t                        pad_from;
+    uint64_t                        pad_to;
     int                             one_thread; /* set at init */
+    size_t                          rewind_at;  /* sp_record_ring_set_rewind */
     _Alignas(64) _Atomic uint64_t   head;       /* next byte to reserve */
     _Atomic uint64_t                committed;  /* records committed */
     _Atomic uint64_t                dropped;
+    _Atomic uint64_t                rewound;    /* where the last rewind's
+                                                   padding starts, or 0 */
     _Alignas(64) _Atomic uint64_t   tail;       /* first byte not released */
     _Atomic uint64_t                consumed;   /* records released */
 } sp_record_ring_t;
@@ -44,6 +60,12 @@ typedef struct {
  * one_thread: see above. */
 int sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread);
 void sp_record_ring_free(sp_record_ring_t *r);
+/* Concurrent producers: the ring rewinds once the records it holds all lie
+ * `bytes` or more into the buffer (by default a quarter of it; never less
+ * than 64 KiB; never when it is the capacity or more). That is the room
+ * the start has while the rewind's padding waits for the consumer: enough
+ * for what producers queue until the consumer's next batch. */
+void sp_record_ring_set_rewind(sp_record_ring_t *r, size_t bytes);
 
 static inline size_t
 sp_record_ring_capacity(const sp_record_ring_t *r)
@@ -72,6 +94,10 @@ size_t sp_record_ring_commit(sp_record_ring_t *r, void *rec);
 
 /* Free bytes (approximate: producers may be reserving meanwhile). */
 size_t sp_record_ring_room(sp_record_ring_t *r);
+/* Free bytes counting a rewind's padding (see above) as free before the
+ * consumer passes it, as it does at its next batch: for a producer judging
+ * how full the ring is, never for whether a record fits now. */
+size_t sp_record_ring_room_unpadded(sp_record_ring_t *r);
 
 /* Consumer: up to max committed records in order, without removing them;
  * a later peek continues after the records already returned. */

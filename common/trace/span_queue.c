@@ -50,6 +50,16 @@ sp_span_queue_destroy(sp_span_queue_t *q)
     }
 }
 
+void
+sp_span_queue_set_batch(sp_span_queue_t *q, size_t spans)
+{
+    /* The room left at the start while a rewind's padding waits for the
+     * consumer's next batch: what producers queue meanwhile is at most
+     * about a batch, and typical spans are under half their budget. */
+    sp_record_ring_set_rewind(&q->ring,
+                              2 * spans * SP_SPAN_QUEUE_BYTES_PER_SPAN);
+}
+
 size_t
 sp_span_queue_bytes(const sp_span_queue_t *q)
 {
@@ -107,9 +117,11 @@ sp_span_queue_place(sp_span_queue_t *q)
     /* With concurrent producers a slot reserved while another producer
      * reserves after it cannot give its unused end back before the
      * consumer releases it: slots are taken only while the ring is less
-     * than half full, so that such ends never crowd out spans. */
+     * than half full, so that such ends never crowd out spans. A
+     * rewind's padding (record_ring.h) is not counted: the consumer frees
+     * it at its next batch, and slots are what it rewinds for. */
     if (!q->ring.one_thread
-        && sp_record_ring_room(&q->ring)
+        && sp_record_ring_room_unpadded(&q->ring)
            < sp_record_ring_capacity(&q->ring) / 2)
     {
         return NULL;

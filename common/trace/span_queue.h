@@ -31,6 +31,11 @@ typedef struct sp_span_queue sp_span_queue_t;
  * thread only (see record_ring.h). */
 sp_span_queue_t *sp_span_queue_create(size_t spans, int one_thread);
 void sp_span_queue_destroy(sp_span_queue_t *q);
+/* The consumer takes spans in batches of up to `spans` (or sooner, on a
+ * timer): with concurrent producers the queue rewinds to the start of its
+ * buffer once the spans it holds are two batches (of 1 KiB spans) in,
+ * instead of a quarter of it (record_ring.h). */
+void sp_span_queue_set_batch(sp_span_queue_t *q, size_t spans);
 size_t sp_span_queue_bytes(const sp_span_queue_t *q);
 
 /* Producer: whether a span of a typical size would fit now (so a caller

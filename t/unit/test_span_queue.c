@@ -215,6 +215,10 @@ main(void)
     size_t            n, k, pushed;
     uintptr_t         t;
     void             *a, *c, *prev, *recs[8];
+    const sp_span_rec_t  *first;
+    size_t            step = 0;
+    int               pass;
+    uint8_t          *place;
     int               wraps = 0;
 
     q = sp_span_queue_create(4, 0);
@@ -359,8 +363,8 @@ main(void)
     ok(ring_zero(&r), "every byte released by a mark is zero again");
     whole = 1;
 
-    /* With concurrent producers an empty ring does not rewind: the next
-     * record goes where the last one ended. */
+    /* With concurrent producers a ring of 64 KiB or less does not rewind
+     * (record_ring.h): the next record goes where the last one ended. */
     for (k = 0; k < 8 && (atomic_load(&r.head) & r.mask) < 2048; k++) {
         a = sp_record_ring_reserve(&r, 392);
         sp_record_ring_commit(&r, a);
@@ -394,6 +398,59 @@ main(void)
     ok(recs[0] == a, "that one");
     sp_record_ring_release(&r, 1);
     sp_record_ring_free(&r);
+
+    /* Concurrent producers, a queue of 256 KiB: once the records it holds
+     * are a quarter in (64 KiB), or two batches when the consumer's batch
+     * is set (48 spans: 96 KiB), the next span goes to the start of the
+     * buffer (a rewind) and the rest of the buffer is a padding until the
+     * consumer passes it. Slots for spans built in place are still given,
+     * though less than half the ring is free meanwhile. */
+    for (pass = 0; pass < 2; pass++) {
+    size_t  at = pass == 0 ? 64 * 1024 : 96 * 1024;
+
+    q = sp_span_queue_create(256, 0);
+    if (pass == 1) {
+        sp_span_queue_set_batch(q, 48);
+    }
+    build(s, 0, 0);
+    sp_span_queue_push(q, s);
+    is_int(sp_span_queue_peek(q, out, 1), 1, "256 KiB queue: the first span");
+    first = out[0];
+    sp_span_queue_release(q, 1);
+    for (i = 1; i < 4000; i++) {
+        sp_span_queue_push(q, s);
+        sp_span_queue_peek(q, out, 1);
+        if (i == 1) {
+            step = (size_t) ((const uint8_t *) out[0] - (const uint8_t *) first);
+        }
+        if (out[0] == first) {
+            break;              /* peeked, held: the padding stays */
+        }
+        sp_span_queue_release(q, 1);
+    }
+    ok(i < 4000, "a drained queue rewinds: span %d back at the start of the buffer",
+       (int) i);
+    ok(i * step >= at && (i - 1) * step < at,
+       "as soon as it is %zu KiB in (%d records of %zu bytes)", at / 1024, (int) i,
+       step);
+    place = sp_span_queue_place(q);
+    ok(place != NULL, "while the padding holds the rest, a slot is given");
+    if (place != NULL) {
+        s->place = place;
+        build(s, 0, 1);
+        s->place = NULL;
+        sp_span_queue_commit_placed(q, s);
+    }
+    build(s, 0, 1);
+    sp_span_queue_push(q, s);
+    n = sp_span_queue_peek(q, out, 8);
+    is_int(n, 1 + (place != NULL), "the spans after it back");
+    ok(n == 2 && same_span(out[0], out[1]), "the placed one whole");
+    sp_span_queue_release(q, n + 1);
+    is_int(sp_span_queue_pending(q), 0, "all released");
+    is_int(sp_span_queue_dropped(q), 0, "none dropped");
+    sp_span_queue_destroy(q);
+    }
 
     /* A one-thread ring (nginx: spans are queued and sent on the worker's
      * loop) works the same without locked instructions and without zeroing
