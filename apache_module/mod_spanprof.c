@@ -1431,7 +1431,7 @@ spanprof_fixups(request_rec *r)
         spanprof_inject(r, ctx);
     }
     if (spanprof_globals.profiling_used) {
-        spanprof_profile_request(r, ctx);
+        spanprof_profile_final(r, ctx);
     }
     return DECLINED;
 }

@@ -391,6 +391,8 @@ void spanprof_request_starts(void);
 void spanprof_request_ends(void);
 void spanprof_wall_serving(int on);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
+/* The same at fixups, checking first whether the record stands. */
+void spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);

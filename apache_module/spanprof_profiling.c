@@ -230,22 +230,6 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
 
     dc = spanprof_dir_conf(r);
     rec = ctx->record;
-
-    /* fixups after translate_name, nearly always: the same settings (the
-     * <Location> merge gives the same pointer when no <Directory> sets
-     * ours), no expression, the same method and flags, and no keep rules
-     * to start: the record holds what a refill would write. */
-    if (ctx->profiled && ctx->record_dc == dc && dc->profiling == 1
-        && ctx->record_method == r->method
-        && ctx->record_flags == spanprof_flags(ctx)
-        && sp_keep_rules_all(&dc->keep))
-    {
-        if (sp_thread_ctx_current() != rec) {
-            spanprof_profile_attach(rec);
-        }
-        return;
-    }
-
     st = &spanprof_thread_state;
     if (!spanprof_profiles(r, dc) || *st <= 0) {
         if (ctx->profiled) {
@@ -309,6 +293,34 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     if (sp_thread_ctx_current() != rec) {
         spanprof_profile_attach(rec);
     }
+}
+
+
+/* spanprof_profile_request at fixups: nearly always the settings
+ * translate_name filled the record with (the <Location> merge gives the
+ * same pointer when no <Directory> sets ours), no expression, the same
+ * method and flags, and no keep rules to start: the record holds what a
+ * refill would write, and only the labels are checked. */
+void
+spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx)
+{
+    const spanprof_dir_conf_t  *dc;
+
+    if (!spanprof_sampling_on) {
+        return;
+    }
+    dc = spanprof_dir_conf(r);
+    if (ctx->profiled && ctx->record_dc == dc && dc->profiling == 1
+        && ctx->record_method == r->method
+        && ctx->record_flags == spanprof_flags(ctx)
+        && sp_keep_rules_all(&dc->keep))
+    {
+        if (sp_thread_ctx_current() != ctx->record) {
+            spanprof_profile_attach(ctx->record);
+        }
+        return;
+    }
+    spanprof_profile_request(r, ctx);
 }
 
 
