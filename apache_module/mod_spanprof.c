@@ -1397,12 +1397,34 @@ spanprof_decided(request_rec *r)
 static int
 spanprof_translate_name(request_rec *r)
 {
-    spanprof_ctx_t  *ctx;
+    spanprof_ctx_t             *ctx;
+    const spanprof_dir_conf_t  *dc;
 
-    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
+    if (!spanprof_globals.used) {
         return DECLINED;
     }
-    ctx = spanprof_resolve(r);
+    /* Nearly every request: a main request whose ids post_read_request
+     * decided, in a location that traces, propagates or profiles; what
+     * spanprof_leaves_alone() and spanprof_resolve() would do, inline. */
+    ctx = NULL;
+    if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        dc = spanprof_dir_conf(r);
+        if (ctx != NULL && ctx->ids && !ctx->resolved
+            && spanprof_dir_active(dc))
+        {
+            ctx->resolved = 1;
+            ctx->sampled = spanprof_traced(r, dc);
+        } else {
+            ctx = NULL;
+        }
+    }
+    if (ctx == NULL) {
+        if (spanprof_leaves_alone(r)) {
+            return DECLINED;
+        }
+        ctx = spanprof_resolve(r);
+    }
     spanprof_set_env_early(r, ctx);
     if (r->main == NULL && spanprof_globals.profiling_used) {
         spanprof_profile_request(r, ctx);
