@@ -81,21 +81,42 @@ spanprof_create_dir_conf(apr_pool_t *p, char *dir)
 }
 
 
+static void *spanprof_merge_new(apr_pool_t *p, spanprof_dir_conf_t *base,
+    spanprof_dir_conf_t *add);
+
 static void *
 spanprof_merge_dir_conf(apr_pool_t *p, void *basev, void *addv)
 {
     int                   i;
-    spanprof_dir_conf_t  *base = basev, *add = addv, *dc;
+    spanprof_dir_conf_t  *base = basev, *add = addv;
 
     /* httpd merges every request's <Location> sections: those that only
-     * carry a route are a copy (what the fields below give when add sets
-     * nothing), made once per host it applies to (spanprof_premerge). */
+     * carry a route are a copy (what spanprof_merge_new gives when add
+     * sets nothing), made once per host it applies to (spanprof_premerge),
+     * found here without the new one's saved registers. base may be such
+     * a copy already: httpd's second <Location> walk (after the
+     * <Directory> one) merges the section again onto what its first walk
+     * gave, and the copy of a copy is the same. */
     if (add->route_only) {
         for (i = 0; i < add->nmerged; i++) {
-            if (add->merged[i].base == base) {
+            if (add->merged[i].base == base
+                || add->merged[i].merged == base)
+            {
                 return add->merged[i].merged;       /* read only */
             }
         }
+    }
+    return spanprof_merge_new(p, base, add);
+}
+
+
+static void *
+spanprof_merge_new(apr_pool_t *p, spanprof_dir_conf_t *base,
+    spanprof_dir_conf_t *add)
+{
+    spanprof_dir_conf_t  *dc;
+
+    if (add->route_only) {
         dc = apr_palloc(p, sizeof(spanprof_dir_conf_t));
         *dc = *base;
         dc->nmerged = 0;
@@ -1059,7 +1080,7 @@ spanprof_premerge(apr_pool_t *pconf, server_rec *s)
             if (j < dc->nmerged) {
                 continue;           /* a main-server section seen before */
             }
-            dc->merged[j].merged = spanprof_merge_dir_conf(pconf, base, dc);
+            dc->merged[j].merged = spanprof_merge_new(pconf, base, dc);
             dc->merged[j].base = base;
             dc->nmerged++;
         }
@@ -1166,12 +1187,16 @@ spanprof_names_env(const ap_directive_t *d)
 }
 
 
-/* httpd's modules that read no OTEL_* variable of the request's
- * environment but as a directive of theirs says (which
+/* httpd's modules known to spanprof: they read no OTEL_* variable of the
+ * request's environment but as a directive of theirs says (which
  * spanprof_names_env finds): no handler or filter of theirs spawns a
  * program or passes the environment on (CGI, SSI, FastCGI, SCGI, AJP,
- * mod_lua, mod_php... do, and are not here). */
-static const char *const spanprof_env_blind[] = {
+ * mod_lua, mod_php... do, and are not here); and they pass a request's
+ * output through its filters only on the thread that runs its handler (a
+ * handler that returns SUSPENDED and writes from an MPM callback on
+ * another thread, as mod_dialup's, is not here; mod_http2 runs a stream's
+ * request on one worker but is left out too). */
+static const char *const spanprof_known[] = {
     "core.c", "http_core.c", "mod_so.c", "mod_watchdog.c",
     "mod_log_config.c", "mod_logio.c", "mod_version.c", "mod_unixd.c",
     "event.c", "worker.c", "prefork.c", "mod_spanprof.c",
@@ -1187,26 +1212,27 @@ static const char *const spanprof_env_blind[] = {
 };
 
 
-/* Whether some loaded module may read the OTEL_* variables at or after
- * the handler without a directive naming them: any module not known to
- * be blind to them (a third-party one included). */
-static int
-spanprof_env_readers(void)
+/* The first loaded module that is not one of spanprof_known (a
+ * third-party one included), or NULL: it may read the OTEL_* variables at
+ * or after the handler without a directive naming them, or write a
+ * request's output from another thread than its handler's. */
+static const char *
+spanprof_foreign_module(void)
 {
     module  *m;
     size_t   i;
 
     for (m = ap_top_module; m != NULL; m = m->next) {
-        for (i = 0; i < sizeof(spanprof_env_blind) / sizeof(char *); i++) {
-            if (strcmp(m->name, spanprof_env_blind[i]) == 0) {
+        for (i = 0; i < sizeof(spanprof_known) / sizeof(char *); i++) {
+            if (strcmp(m->name, spanprof_known[i]) == 0) {
                 break;
             }
         }
-        if (i == sizeof(spanprof_env_blind) / sizeof(char *)) {
-            return 1;
+        if (i == sizeof(spanprof_known) / sizeof(char *)) {
+            return m->name;
         }
     }
-    return 0;
+    return NULL;
 }
 
 
@@ -1226,8 +1252,9 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     }
     spanprof_mark_active(s);
     spanprof_globals.env_named = spanprof_names_env(ap_conftree);
+    spanprof_globals.foreign_module = spanprof_foreign_module();
     spanprof_globals.env_handler = spanprof_globals.env_named
-                                   || spanprof_env_readers();
+                                   || spanprof_globals.foreign_module != NULL;
     spanprof_globals.scheme_hooked = ap_hook_get_http_scheme() != NULL
                                      && ap_hook_get_http_scheme()->nelts > 1;
 
@@ -1292,8 +1319,12 @@ spanprof_post_read_request(request_rec *r)
         return DECLINED;
     }
 
-    /* A new request on this thread: nothing else runs here now. */
-    spanprof_request_starts();
+    /* A new request on this thread: nothing else runs here now. (The
+     * profiling calls are skipped inline where nothing profiles: a
+     * child samples only if some OtelProfiling is configured.) */
+    if (spanprof_globals.profiling_used) {
+        spanprof_request_starts();
+    }
 
     /* The span's start is when httpd began reading the request (its
      * context is made here: no need to look for one first). */
@@ -1313,7 +1344,9 @@ spanprof_post_read_request(request_rec *r)
     {
         spanprof_resolve_ids(r, ctx);
         ctx->sampled = spanprof_traced(r, spanprof_dir_conf(r));
-        spanprof_profile_request(r, ctx);
+        if (spanprof_globals.profiling_used) {
+            spanprof_profile_request(r, ctx);
+        }
     }
     return DECLINED;
 }
@@ -1364,14 +1397,36 @@ spanprof_decided(request_rec *r)
 static int
 spanprof_translate_name(request_rec *r)
 {
-    spanprof_ctx_t  *ctx;
+    spanprof_ctx_t             *ctx;
+    const spanprof_dir_conf_t  *dc;
 
-    if (!spanprof_globals.used || spanprof_leaves_alone(r)) {
+    if (!spanprof_globals.used) {
         return DECLINED;
     }
-    ctx = spanprof_resolve(r);
-    spanprof_set_env_early(r, ctx);
+    /* Nearly every request: a main request whose ids post_read_request
+     * decided, in a location that traces, propagates or profiles; what
+     * spanprof_leaves_alone() and spanprof_resolve() would do, inline. */
+    ctx = NULL;
     if (r->main == NULL) {
+        ctx = ap_get_module_config(r->request_config, &spanprof_module);
+        dc = spanprof_dir_conf(r);
+        if (ctx != NULL && ctx->ids && !ctx->resolved
+            && spanprof_dir_active(dc))
+        {
+            ctx->resolved = 1;
+            ctx->sampled = spanprof_traced(r, dc);
+        } else {
+            ctx = NULL;
+        }
+    }
+    if (ctx == NULL) {
+        if (spanprof_leaves_alone(r)) {
+            return DECLINED;
+        }
+        ctx = spanprof_resolve(r);
+    }
+    spanprof_set_env_early(r, ctx);
+    if (r->main == NULL && spanprof_globals.profiling_used) {
         spanprof_profile_request(r, ctx);
     }
     return DECLINED;
@@ -1397,7 +1452,9 @@ spanprof_fixups(request_rec *r)
     if (spanprof_injects(spanprof_dir_conf(r)->context)) {
         spanprof_inject(r, ctx);
     }
-    spanprof_profile_request(r, ctx);
+    if (spanprof_globals.profiling_used) {
+        spanprof_profile_final(r, ctx);
+    }
     return DECLINED;
 }
 
@@ -1447,7 +1504,8 @@ spanprof_log_transaction(request_rec *r)
     /* This may run when the response's last bytes are written: on another
      * thread (event), or while this thread serves the next request of the
      * connection; the work done here is this request's. */
-    saved = spanprof_sampling() ? sp_thread_ctx_current() : NULL;
+    saved = spanprof_globals.profiling_used && spanprof_sampling()
+            ? sp_thread_ctx_current() : NULL;
     spanprof_bind(ctx);
 
     /* Before the span: only a kept request's span names its profile. */
@@ -1470,7 +1528,7 @@ spanprof_log_transaction(request_rec *r)
 
     if (saved != NULL && saved != ctx->record) {
         sp_thread_ctx_attach(saved);
-    } else {
+    } else if (spanprof_globals.profiling_used) {
         spanprof_request_ends();
     }
     return DECLINED;
@@ -1573,6 +1631,18 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
                  ? "hooked (scheme_handler)"
                  : "not hooked (mod_proxy absent or loaded after "
                    "mod_spanprof): one attempt per request");
+    if (spanprof_globals.foreign_module != NULL) {
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
+                     "spanprof: %s is not one of the modules known to "
+                     "spanprof: OTEL_* variables set at fixups, profiled "
+                     "requests' output labelled by a filter",
+                     spanprof_globals.foreign_module);
+    } else {
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
+                     "spanprof: all loaded modules known to spanprof: "
+                     "OTEL_* variables set at fixups only if a directive "
+                     "names one, no output filter");
+    }
 
     service = sc->service_name;
     if (sp_resource_init(&res, "apache2", service, NULL) != 0) {

@@ -228,6 +228,8 @@ typedef struct {
      * index the name was looked up with: the record is rewritten only
      * when they change (spanprof_profile_request). */
     sp_thread_ctx_record_t  *record;            /* from sp_record_pool */
+    /* The settings the record was last (re)filled or checked with. */
+    const spanprof_dir_conf_t *record_dc;
     const char              *record_name;
     const char              *record_method;
     uint8_t                  record_mi;
@@ -271,10 +273,14 @@ typedef struct {
      * handler phase too (translate_name, log_transaction), not only at
      * fixups for the handlers (CGI, SSI, FastCGI...). */
     int                  env_named;
-    /* And at fixups: some directive names one, or some loaded module
-     * may read them in its handler or filters (CGI, SSI, FastCGI, PHP,
-     * a third-party module: anything but httpd's modules known not to;
-     * mod_spanprof.c's spanprof_env_blind). */
+    /* The first loaded module that is not one of httpd's known to
+     * spanprof (mod_spanprof.c's spanprof_known), or NULL: it may read
+     * the OTEL_* variables in its handler or filters (CGI, SSI, FastCGI,
+     * PHP, a third-party module), or write a request's output from
+     * another thread than the handler's (a suspended request resumed by
+     * an MPM callback). */
+    const char          *foreign_module;
+    /* And at fixups: some directive names one, or foreign_module. */
     int                  env_handler;
     /* A module besides http_core hooks http_scheme (mod_ssl): the span's
      * url.scheme asks the hook; else it is http_core's answer, from the
@@ -385,6 +391,8 @@ void spanprof_request_starts(void);
 void spanprof_request_ends(void);
 void spanprof_wall_serving(int on);
 void spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx);
+/* The same at fixups, checking first whether the record stands. */
+void spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);

@@ -12,8 +12,10 @@
  *           otherwise translate_name, right after the first <Location>
  *           walk), translate_name and fixups (the record is refilled with
  *           the final per-directory settings and route), handler entry,
- *           the request's output filter, and log_transaction (which may run
- *           later, when the last bytes are written);
+ *           the request's output filter (only when a module not known to
+ *           pass a request's output on its handler's thread alone is
+ *           loaded), and log_transaction (which may run later, when the
+ *           last bytes are written);
  *   detach  post_read_request (a new request starts on this thread), the
  *           end of log_transaction (the labels it found are restored), the
  *           request pool's cleanup, and the connection boundaries:
@@ -125,6 +127,24 @@ spanprof_thread_arm(void)
 }
 
 
+/* Labels the thread with a profiled request's record and marks its
+ * wall time as counting for the ticker (spanprof_wall_serving(1), with the
+ * thread's state at hand). */
+static void
+spanprof_profile_attach(sp_thread_ctx_record_t *rec)
+{
+    int  *st = &spanprof_thread_state;
+
+    sp_thread_ctx_attach(rec);
+    if (*st == SPANPROF_THREAD_OK
+        && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
+    {
+        sp_sampler_wall_active(1);
+        *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
+    }
+}
+
+
 /* OtelProfiling On, or its expression true for r. */
 static int
 spanprof_profiles(request_rec *r, const spanprof_dir_conf_t *dc)
@@ -209,6 +229,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     }
 
     dc = spanprof_dir_conf(r);
+    rec = ctx->record;
     st = &spanprof_thread_state;
     if (!spanprof_profiles(r, dc) || *st <= 0) {
         if (ctx->profiled) {
@@ -225,7 +246,6 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
     mi = spanprof_ctx_method_index(r, ctx);
     names = spanprof_names(dc);
     flags = spanprof_flags(ctx);
-    rec = ctx->record;
 
     if (rec == NULL) {
         /* Never freed memory: mod_http2 frees a stream's pool on another
@@ -244,6 +264,7 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         rec->sp_off_cpu_ns = 0;
         ctx->record_name = NULL;
     }
+    ctx->record_dc = dc;
 
     /* Called up to three times per request (post_read_request,
      * translate_name, fixups): the ids stay, the name may change with the
@@ -270,15 +291,36 @@ spanprof_profile_request(request_rec *r, spanprof_ctx_t *ctx)
         rec->sp_keep = 1;
     }
     if (sp_thread_ctx_current() != rec) {
-        sp_thread_ctx_attach(rec);
-        /* spanprof_wall_serving(1), with the thread's state at hand */
-        if (*st == SPANPROF_THREAD_OK
-            && (sp_sampler_types() & SP_SAMPLER_TYPE_WALL))
-        {
-            sp_sampler_wall_active(1);
-            *st = SPANPROF_THREAD_OK | SPANPROF_THREAD_WALL;
-        }
+        spanprof_profile_attach(rec);
     }
+}
+
+
+/* spanprof_profile_request at fixups: nearly always the settings
+ * translate_name filled the record with (the <Location> merge gives the
+ * same pointer when no <Directory> sets ours), no expression, the same
+ * method and flags, and no keep rules to start: the record holds what a
+ * refill would write, and only the labels are checked. */
+void
+spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx)
+{
+    const spanprof_dir_conf_t  *dc;
+
+    if (!spanprof_sampling_on) {
+        return;
+    }
+    dc = spanprof_dir_conf(r);
+    if (ctx->profiled && ctx->record_dc == dc && dc->profiling == 1
+        && ctx->record_method == r->method
+        && ctx->record_flags == spanprof_flags(ctx)
+        && sp_keep_rules_all(&dc->keep))
+    {
+        if (sp_thread_ctx_current() != ctx->record) {
+            spanprof_profile_attach(ctx->record);
+        }
+        return;
+    }
+    spanprof_profile_request(r, ctx);
 }
 
 
@@ -450,12 +492,20 @@ spanprof_bind_output(ap_filter_t *f, apr_bucket_brigade *bb)
 }
 
 
+/* The request's output passed through its filters on another thread than
+ * its handler's (on which the handler hook labelled it) is labelled here.
+ * httpd's modules known to spanprof never do that (mod_spanprof.c's
+ * spanprof_known): with them alone the filter would only label a thread
+ * labelled already, and adding it costs httpd ≈ 150 instructions a
+ * request, and ≈ 60 more for its passes. */
 static void
 spanprof_insert_filter(request_rec *r)
 {
     spanprof_ctx_t  *ctx;
 
-    if (!spanprof_sampling_on || r->main != NULL) {
+    if (!spanprof_sampling_on || spanprof_globals.foreign_module == NULL
+        || r->main != NULL)
+    {
         return;
     }
     ctx = spanprof_get_ctx(r, 0);

@@ -138,4 +138,58 @@ for my $mpm (apache_mpms()) {
     };
 }
 
+# With httpd's modules known to spanprof alone (no_spawn: no CGI, no
+# FastCGI, no burn module), no output filter of ours is added to a profiled
+# request: its content filters run in its handler, on the thread the
+# handler hook labelled. The samples of mod_deflate compressing a static
+# file (in zlib's deflate()) carry the request's span. The child logs
+# (debug) which way it decided; a module it does not know (the burn
+# module) brings the filter back.
+subtest 'event: a content filter of httpd alone, labelled without our filter' => sub {
+    srand(29);
+    my $body = join '', map { sprintf "%08d %s\n", $_, join('', map { sprintf '%04x', int rand 65536 } 1 .. 12) } 1 .. 100_000;
+    my $ap = start_apache(mpm => 'event', no_spawn => 1, modules => ['deflate'], dirs => ['out'],
+        loglevel => 'warn spanprof:debug', servers => 1, files => { 'htdocs/big.txt' => $body },
+        conf => <<'EOF');
+OtelExporterEndpoint file://%%PREFIX%%/out
+OtelExporterInterval 0.2
+OtelProfilingInterval 1
+OtelProfilingRate 1000
+OtelServiceName apache-profiling
+OtelTrace On
+OtelProfiling On
+EnableSendfile Off
+DeflateCompressionLevel 9
+<Location /big.txt>
+    SetOutputFilter DEFLATE
+</Location>
+EOF
+    for my $n (1 .. 2) {
+        my $r = http_get($ap->port, "/big.txt?n=$n", headers => { 'Accept-Encoding' => 'gzip' }, timeout => 60);
+        is $r->{status}, 200, "compressed download $n";
+        ok length($r->{content}) < 0.8 * length($body), 'compressed' or diag length $r->{content};
+    }
+    sleep 1.5;
+    $ap->stop;
+    like $ap->error_log, qr/spanprof: all loaded modules known to spanprof: .*no output filter/,
+        'the child knows every loaded module' or diag $ap->error_log_tail(10);
+    my $out = $ap->prefix . '/out';
+    my @spans = grep { $_->{kind} eq 'SPAN_KIND_SERVER' && ($_->{attrs}{'url.path'} // '') eq '/big.txt' } file_spans($out);
+    is scalar(@spans), 2, 'two spans' or return;
+    my %ok = map { $_->{span_id} => $_->{trace_id} } @spans;
+    my @samples = map { @{ $_->{samples} } } pprof_profiles($out);
+    my @z = grep { stack_has($_, 'deflate') } @samples;
+    my $n = 0; $n += $_->{count} for @z;
+    ok $n >= 20, "$n samples in zlib's deflate()" or return diag explain [ map { $_->{stack} } @samples[0 .. 9] ];
+    my $own = 0; $own += $_->{count} for grep { ($ok{ $_->{labels}{span_id} // '' } // '') eq ($_->{labels}{trace_id} // 'x') } @z;
+    ok $own >= 0.9 * $n, "$own of $n carry their request's span and trace";
+
+    my $ap2 = start_apache(mpm => 'event', no_spawn => 1, burn => 1, dirs => ['out'],
+        loglevel => 'warn spanprof:debug', servers => 1, conf => burn_profiling_conf() . "OtelTrace On\n");
+    http_get($ap2->port, '/burn?fn=alpha&ms=1');
+    $ap2->stop;
+    like $ap2->error_log, qr/spanprof: mod_spanprof_burn\.c is not one of the modules known to spanprof: .*labelled by a filter/,
+        'a module it does not know: the filter is added' or diag $ap2->error_log_tail(10);
+};
+
 done_testing;
