@@ -992,10 +992,33 @@ sp_sampler_idle_end(sp_sampler_idle_t *st)
 void
 sp_sampler_stop(void)
 {
+    struct itimerspec  off;
+    struct sigaction   sa;
+    size_t             i;
+
     atomic_store(&running, 0);
     sp_sampler_thread_unregister();
     pthread_mutex_lock(&reg_lock);
     ticker_stop_locked();
+    /* Every other thread's CPU timer disarmed, and both signals ignored
+     * from now on (start installs the handler again): the handler lives in
+     * the module, which httpd may unload after this (apache2 -X, a
+     * restart), and a signal delivered into unmapped code is a crash. An
+     * ignored one is discarded, a pending one included. */
+    memset(&off, 0, sizeof(off));
+    for (i = 0; i < reg_n; i++) {
+        if (reg[i].used) {
+            (void) timer_settime(reg[i].timer, 0, &off, NULL);
+        }
+    }
+    if (installed) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGPROF, &sa, NULL);
+        (void) sigaction(SP_SAMPLER_WALL_SIGNAL, &sa, NULL);
+        installed = 0;
+    }
     pthread_mutex_unlock(&reg_lock);
 }
 

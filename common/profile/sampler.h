@@ -179,9 +179,11 @@ void sp_sampler_set_idle_wake(sig_atomic_t *flag);
 int  sp_sampler_thread_register_on_demand(void);
 void sp_sampler_wall_active(int on);
 
-/* Stops sampling in this process: no further samples are recorded (timers
- * of threads that did not unregister fire into an ignoring handler); the
- * ticker is told to quit and joined. */
+/* Stops sampling in this process: no further samples are recorded; the
+ * ticker is told to quit and joined, the CPU timers of threads that did not
+ * unregister are disarmed, and SIGPROF and the wall signal are ignored
+ * until the next start (the handler must not be reached once the module
+ * that holds it may be unloaded). */
 void sp_sampler_stop(void);
 
 int sp_sampler_running(void);

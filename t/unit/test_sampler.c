@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,30 @@ iterate_churn(void *arg)
     }
     sp_sampler_thread_unregister();
     return NULL;
+}
+
+/* A registered thread that keeps running through sp_sampler_stop, as a
+ * thread left behind when httpd unloads the module could. */
+static void *
+late_burner(void *arg)
+{
+    atomic_int  *ready = arg;
+
+    sp_sampler_thread_register();
+    atomic_store(ready, 1);
+    while (!atomic_load(&stop_threads)) {
+        sp_test_burn(5);
+    }
+    return NULL;
+}
+
+static int
+ignored(int sig)
+{
+    struct sigaction  sa;
+
+    return sigaction(sig, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO)
+           && sa.sa_handler == SIG_IGN;
 }
 
 static int
@@ -197,7 +222,36 @@ main(int argc, char **argv)
     ok(st.skipped_loader < st.samples / 2,
        "most samples were unwound (loader consistent)");
 
-    sp_sampler_stop();
-    ok(!sp_sampler_running(), "stopped");
+    /* Stop while another registered thread burns CPU: its timer disarmed
+     * and both signals ignored, so that no signal reaches the handler once
+     * the module holding it may be unloaded. */
+    {
+        atomic_int  ready = 0;
+        uint64_t    before;
+
+        atomic_store(&stop_threads, 0);
+        pthread_create(&t1, NULL, late_burner, &ready);
+        while (!atomic_load(&ready)) {
+            sp_test_burn(1);
+        }
+        sp_sampler_stop();
+        ok(!sp_sampler_running(), "stopped");
+        ok(ignored(SIGPROF) && ignored(SP_SAMPLER_WALL_SIGNAL),
+           "after stop SIGPROF and the wall signal are ignored");
+        sp_sampler_get_stats(&st);
+        before = st.samples;
+        sp_test_burn(200);
+        sp_sampler_get_stats(&st);
+        ok(st.samples == before, "no sample after stop (%llu more)",
+           (unsigned long long) (st.samples - before));
+
+        /* A start after a stop installs the handler again. */
+        ok(sp_sampler_start(&conf, err, sizeof(err)) == 0,
+           "starts again (%s)", err);
+        ok(!ignored(SIGPROF), "SIGPROF handled again after the restart");
+        atomic_store(&stop_threads, 1);
+        pthread_join(t1, NULL);
+        sp_sampler_stop();
+    }
     return done_testing();
 }
