@@ -100,7 +100,7 @@ $(UNIT_GEN_OBJS): $(BUILD)/unit/obj/gen/%.o: $(GEN)/%.c $(GEN)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
 
-$(BUILD)/unit/test_%: t/unit/test_%.c t/unit/tap.h t/unit/profile_fixture.h $(UNIT_OBJS)
+$(BUILD)/unit/test_%: t/unit/test_%.c t/unit/tap.h t/unit/profile_fixture.h t/unit/ring_fixture.h $(UNIT_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -It/unit -rdynamic -o $@ $< $(UNIT_OBJS) $(CORE_LIBS)
 

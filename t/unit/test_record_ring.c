@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "ring_fixture.h"
 #include "common/trace/record_ring.h"
 
 #define PRODUCERS   4
@@ -22,19 +23,6 @@ static size_t
 off_of(const sp_record_ring_t *r, const void *rec)
 {
     return (size_t) ((const unsigned char *) rec - r->buf);
-}
-
-static int
-ring_zero(const sp_record_ring_t *r)
-{
-    size_t  k;
-
-    for (k = 0; k < sp_record_ring_capacity(r); k++) {
-        if (r->buf[k] != 0) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 /* Pages of the buffer in memory from byte `from` on. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tap.h"
+#include "ring_fixture.h"
 #include "common/trace/record_ring.h"
 #include "common/trace/span_queue.h"
 #include "common/export/wire.h"
@@ -185,21 +186,6 @@ producer(void *arg)
     }
     free(s);
     return NULL;
-}
-
-/* Whether every byte of the ring's buffer is zero (released bytes are
- * zeroed for the concurrent producers' length words). */
-static int
-ring_zero(const sp_record_ring_t *r)
-{
-    size_t  k;
-
-    for (k = 0; k < sp_record_ring_capacity(r); k++) {
-        if (r->buf[k] != 0) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 int
