@@ -56,6 +56,20 @@ fill(unsigned char *p, size_t len, uint64_t id)
     }
 }
 
+/* Reserves, fills and commits record number id of len bytes: where it
+ * went, or NULL when the ring had no room. */
+static unsigned char *
+put(sp_record_ring_t *r, size_t len, uint64_t id)
+{
+    unsigned char  *a = sp_record_ring_reserve(r, len);
+
+    if (a != NULL) {
+        fill(a, len, id);
+        sp_record_ring_commit(r, a);
+    }
+    return a;
+}
+
 static int
 intact(const unsigned char *p, size_t len, uint64_t id)
 {
@@ -193,13 +207,11 @@ main(void)
     for (i = 0; i < 60000; i++) {
         size_t  len = 40 + (size_t) (i * 37 % 300);
 
-        a = sp_record_ring_reserve(&ring, len);
+        a = put(&ring, len, i);
         if (a == NULL) {
             whole = 0;
             break;
         }
-        fill(a, len, i);
-        sp_record_ring_commit(&ring, a);
         if (off_of(&ring, a) + len > maxend) {
             maxend = off_of(&ring, a) + len;
         }
@@ -273,13 +285,11 @@ main(void)
     for (i = 0, rounds = 0; i < 40000; i++) {
         size_t  len = len_of(i);
 
-        a = sp_record_ring_reserve(&ring, len);
+        a = put(&ring, len, i);
         if (a == NULL) {
             whole = 0;
             break;
         }
-        fill(a, len, i);
-        sp_record_ring_commit(&ring, a);
         if (i % 64 == 63) {
             n = sp_record_ring_peek(&ring, recs, 64);
             whole &= n == 64 && intact(recs[63], len, i);
