@@ -673,7 +673,8 @@ if ($apache_run) {
                 "  or stopped while measured; one per connection and 8 more), each with its exporter thread; CPU",
                 "  and RSS are the sums over the children (CPU: each thread's run time in ns from",
                 "  `/proc/<child>/task/*/schedstat`, as `/proc/<child>/stat` counts whole clock ticks per",
-                "  process and a child uses a few ms in a run); worker: `mpm_worker`, one child as event's.") : ()), "";
+                "  process and a child uses a few ms in a run; \"of which exporter thread\": the children's",
+                "  threads other than their main one, summed the same way); worker: `mpm_worker`, one child as event's.") : ()), "";
     p "The configuration of C (the others differ as described: A has no `LoadModule spanprof_module`",
       "and no `Otel*` lines, B has `OtelTrace Off` in the front virtual host, D adds the profiling",
       "lines, E points at a closed port; prefork's and worker's are in `build/bench/run/apache/httpd-prefork-C.conf`",
