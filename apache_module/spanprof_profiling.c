@@ -532,10 +532,14 @@ spanprof_register_profiling_hooks(void)
     ap_hook_insert_filter(spanprof_insert_filter, NULL, NULL,
                           APR_HOOK_MIDDLE);
 
+    /* Below every content filter's type, the resource filters' (SSI's,
+     * mod_substitute's) included: the first to run on a thread that
+     * writes the output of a request whose handler ran elsewhere. */
     spanprof_bind_filter = ap_register_output_filter("SPANPROF_BIND",
                                                      spanprof_bind_output,
                                                      NULL,
-                                                     AP_FTYPE_CONTENT_SET);
+                                                     (ap_filter_type)
+                                                     (AP_FTYPE_RESOURCE - 1));
     spanprof_c2_end_filter = ap_register_output_filter("SPANPROF_C2_END",
                                  spanprof_c2_end_output, NULL,
                                  AP_FTYPE_CONNECTION);

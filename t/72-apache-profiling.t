@@ -5,7 +5,10 @@
 # and its span carries pyroscope.profile.id; a location with OtelProfiling
 # Off leaves its samples unlabelled. Worker and event: concurrent alpha and
 # beta burners on different threads of one child never carry each other's
-# span.
+# span. Event: content filters are labelled without spanprof's filter
+# when httpd's own modules alone are loaded, and by it, before the
+# resource filters, when a request's output is written on an unlabelled
+# thread.
 use strict;
 use warnings;
 use lib 't/lib';
@@ -190,6 +193,47 @@ EOF
     $ap2->stop;
     like $ap2->error_log, qr/spanprof: mod_spanprof_burn\.c is not one of the modules known to spanprof: .*labelled by a filter/,
         'a module it does not know: the filter is added' or diag $ap2->error_log_tail(10);
+};
+
+# A request's output written on a thread that did not run its handler (a
+# handler that returns SUSPENDED and writes from an MPM callback, as
+# mod_dialup's does; Debian's 2.4 build of mod_dialup sends only its first
+# pulse, so the burn module's fn=offthread plays that thread: it clears
+# the thread's label, otel_thread_ctx_v1, and then writes). With a module
+# spanprof does not know loaded (the burn module), spanprof's filter labels
+# the output's thread again, and first: before the resource filters
+# (SSI's, mod_substitute's, the burn module's SPANPROF_BURN, which burns
+# 300 ms in spanprof_apache_burn_filter()), not only before the
+# content-set ones.
+subtest 'event: output written unlabelled is labelled before every content filter' => sub {
+    my $ap = start_apache(mpm => 'event', burn => 1, dirs => ['out'], servers => 1,
+        conf => burn_profiling_conf() . <<'EOF');
+OtelServiceName apache-profiling
+OtelTrace On
+<Location /offthread>
+    SetHandler spanprof-burn
+    SetOutputFilter SPANPROF_BURN
+    OtelProfiling On
+</Location>
+EOF
+    my $r = http_get($ap->port, '/offthread?fn=offthread&filterms=300');
+    like $r->{content}, qr/^offthread /, 'answered' or diag $r->{content};
+    sleep 1.5;
+    $ap->stop;
+    my $out = $ap->prefix . '/out';
+    my @spans = grep { $_->{kind} eq 'SPAN_KIND_SERVER' && ($_->{attrs}{'url.path'} // '') eq '/offthread' } file_spans($out);
+    is scalar(@spans), 1, 'its span' or return;
+    my @samples = grep { stack_has($_, 'spanprof_apache_burn_filter') }
+        map { @{ $_->{samples} } } pprof_profiles($out);
+    my ($n, $own) = (0, 0);
+    for my $x (@samples) {
+        $n += $x->{count};
+        $own += $x->{count} if ($x->{labels}{span_id} // '') eq $spans[0]{span_id}
+            && ($x->{labels}{trace_id} // '') eq $spans[0]{trace_id};
+    }
+    ok $n >= 20, "$n samples in the resource filter";
+    ok $own >= 0.9 * $n, "$own of $n carry the request's span";
+    is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
 };
 
 done_testing;

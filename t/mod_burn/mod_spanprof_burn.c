@@ -12,6 +12,12 @@
  *                               spanprof_apache_burn_beta()), then answers
  *                               "alpha 300 <pid> <tid>\n".
  *   GET /burn?fn=wait&ms=300    answers after 300 ms without using CPU.
+ *   GET /burn?fn=offthread      clears the thread's profiling label (the
+ *                               OTEP 4947 TLS pointer otel_thread_ctx_v1)
+ *                               and then writes its answer: what a thread
+ *                               that did not run the handler finds when it
+ *                               writes a suspended request's output from
+ *                               an MPM callback.
  *   ...&status=500              answers with that status (default 200).
  *   GET /burn?fn=alloc&kb=4096  allocates 4096 KB in 16 KB blocks in
  *                               spanprof_burn_alloc(), freeing each.
@@ -19,6 +25,13 @@
  *                               allocates 1024 KB in 16 KB blocks in
  *                               spanprof_burn_leak() and never frees them,
  *                               until the child holds max KB.
+ *
+ *   SetOutputFilter SPANPROF_BURN
+ *                               a resource filter (as SSI's or
+ *                               mod_substitute's) that burns, each time it
+ *                               passes data, the ms given by the
+ *                               request's filterms= argument (default 0)
+ *                               in spanprof_apache_burn_filter().
  *
  *   SpanprofSpin <iterations>   (server config) runs a register-only loop
  *                               in log_transaction of every request, for
@@ -28,6 +41,7 @@
  *                               average.
  */
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +106,34 @@ spanprof_apache_burn_beta(long ms)
             x = x * 2862933555777941757ULL + 3037000493ULL;
         }
         spanprof_burn_sink = x;
+    }
+}
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_apache_burn_filter(long ms)
+{
+    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 5;
+    int       i;
+
+    while (spanprof_burn_cpu_ns() < end) {
+        for (i = 0; i < 5000; i++) {
+            x = x * 3935559000370003845ULL + 2691343689449507681ULL;
+        }
+        spanprof_burn_sink = x;
+    }
+}
+
+
+/* The calling thread's otel_thread_ctx_v1 set to NULL, as every OTEP 4947
+ * writer detaches: dlsym() of a TLS symbol gives the caller's instance. */
+static void
+spanprof_burn_unlabel(void)
+{
+    void  **slot = dlsym(RTLD_DEFAULT, "otel_thread_ctx_v1");
+
+    if (slot != NULL) {
+        *slot = NULL;
     }
 }
 
@@ -184,6 +226,8 @@ spanprof_burn_handler(request_rec *r)
         spanprof_apache_burn_beta(ms);
     } else if (strcmp(fn, "wait") == 0) {
         apr_sleep(apr_time_from_msec(ms));
+    } else if (strcmp(fn, "offthread") == 0) {
+        spanprof_burn_unlabel();
     } else if (strcmp(fn, "alloc") == 0 || strcmp(fn, "leak") == 0) {
         const char  *kb = spanprof_burn_arg(r, "kb");
         const char  *max = spanprof_burn_arg(r, "max");
@@ -206,6 +250,21 @@ spanprof_burn_handler(request_rec *r)
     ap_rprintf(r, "%s %ld %d %ld\n", fn, ms, (int) getpid(),
                (long) syscall(SYS_gettid));
     return OK;
+}
+
+
+static apr_status_t
+spanprof_burn_output(ap_filter_t *f, apr_bucket_brigade *bb)
+{
+    const char  *ms = spanprof_burn_arg(f->r, "filterms");
+    apr_off_t    len = 0;
+
+    if (ms != NULL && apr_brigade_length(bb, 0, &len) == APR_SUCCESS
+        && len > 0)
+    {
+        spanprof_apache_burn_filter(strtol(ms, NULL, 10));
+    }
+    return ap_pass_brigade(f->next, bb);
 }
 
 
@@ -295,6 +354,8 @@ spanprof_burn_register_hooks(apr_pool_t *p)
                             APR_HOOK_MIDDLE);
     ap_hook_child_init(spanprof_spin_child_init, NULL, NULL,
                        APR_HOOK_MIDDLE);
+    ap_register_output_filter("SPANPROF_BURN", spanprof_burn_output, NULL,
+                              AP_FTYPE_RESOURCE);
 }
 
 
