@@ -155,12 +155,14 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
         /* Nothing to read or release before the start: the tail moves
          * there at once (the consumer is this thread, not running now). */
         atomic_store_explicit(&r->tail, h + contig, memory_order_release);
+        (void) counter_add(r, &r->rewinds, 1);
         h += contig;
     } else if (need != total) {
         if (rewind) {
             /* Told to sp_record_ring_room_unpadded() before the consumer
              * can pass the padding (its header is a release store). */
             atomic_store_explicit(&r->rewound, h, memory_order_relaxed);
+            (void) counter_add(r, &r->rewinds, 1);
         }
         /* The tail end of the buffer becomes a committed padding record.
          * Its bytes past the header were free, so zero, and are never
@@ -404,4 +406,10 @@ uint64_t
 sp_record_ring_dropped(sp_record_ring_t *r)
 {
     return atomic_load_explicit(&r->dropped, memory_order_relaxed);
+}
+
+uint64_t
+sp_record_ring_rewinds(sp_record_ring_t *r)
+{
+    return atomic_load_explicit(&r->rewinds, memory_order_relaxed);
 }

@@ -52,6 +52,8 @@ typedef struct {
     _Atomic uint64_t                dropped;
     _Atomic uint64_t                rewound;    /* where the last rewind's
                                                    padding starts, or 0 */
+    _Atomic uint64_t                rewinds;    /* counted on the rewind's
+                                                   path only */
     _Alignas(64) _Atomic uint64_t   tail;       /* first byte not released */
     _Atomic uint64_t                consumed;   /* records released */
 } sp_record_ring_t;
@@ -120,5 +122,8 @@ void sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark);
 
 size_t sp_record_ring_pending(sp_record_ring_t *r);
 uint64_t sp_record_ring_dropped(sp_record_ring_t *r);
+/* Times the ring went back to the start of its buffer early (a rewind, in
+ * either kind of ring; a record that would wrap is not one). */
+uint64_t sp_record_ring_rewinds(sp_record_ring_t *r);
 
 #endif

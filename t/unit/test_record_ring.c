@@ -177,8 +177,10 @@ main(void)
            "an empty ring less than a quarter in: no rewind (%d records in a row)",
            (int) i);
     ok(whole, "and each one read back whole");
+    is_int(sp_record_ring_rewinds(&ring), 0, "no rewind counted before");
     a = sp_record_ring_reserve(&ring, 200);
     ok(off_of(&ring, a) == 8, "the next one goes to the start of the buffer");
+    is_int(sp_record_ring_rewinds(&ring), 1, "a rewind counted");
     is_int(sp_record_ring_room(&ring), h - 208,
            "the padding to the end counts as used until it is released");
     is_int(sp_record_ring_room_unpadded(&ring), cap - 208,
@@ -203,7 +205,7 @@ main(void)
     whole = 1;
     rewinds = 0;
     maxend = 0;
-    seen = 0;
+    seen = atomic_load(&ring.rewound);
     for (i = 0; i < 60000; i++) {
         size_t  len = 40 + (size_t) (i * 37 % 300);
 
@@ -242,6 +244,8 @@ main(void)
     }
     ok(whole, "60000 records of 48 to 344 bytes, each read back whole and in order");
     ok(rewinds > 50, "with rewinds while records were held (%d)", rewinds);
+    is_int(sp_record_ring_rewinds(&ring), 1 + rewinds,
+           "each rewind counted by the ring (and the first one)");
     /* Rewound once the tail is a quarter in: the head is at most the
      * three records held further. */
     ok(maxend <= quarter + 3 * 352,
@@ -307,6 +311,7 @@ main(void)
     }
     ok(whole, "40000 records (about 20 MB: 5 times the ring) read back");
     ok(rounds > 10, "rounds of the ring's first quarter (%d rewinds)", rounds);
+    is_int(sp_record_ring_rewinds(&ring), rounds, "each counted by the ring");
     is_int(resident_from(&ring, cap / 4 + 256 * 1024), 0,
            "no page past the first quarter and 256 KiB was ever touched");
     sp_record_ring_free(&ring);
@@ -359,6 +364,9 @@ main(void)
         is_int(next[t], PER_THREAD, "producer %d: all records arrived", (int) t);
     }
     ok(rewinds > 10, "with rewinds meanwhile (at least %d)", rewinds);
+    ok(sp_record_ring_rewinds(&ring) >= (uint64_t) rewinds,
+       "counted by the ring: %llu",
+       (unsigned long long) sp_record_ring_rewinds(&ring));
     is_int(sp_record_ring_pending(&ring), 0, "nothing pending");
     is_int(atomic_load(&ring.committed), (uint64_t) PRODUCERS * PER_THREAD,
            "committed: every record");
