@@ -130,9 +130,18 @@ reserve(sp_record_ring_t *r, size_t len, int count_drop)
             int64_t  held_from = (int64_t) off - (int64_t) (h - t);
 
             /* held_from: where the records held start in this round of
-             * the buffer (negative when they wrap round its end). */
+             * the buffer (negative when they wrap round its end), which
+             * is the room the start has until the consumer passes the
+             * padding, after reading the records held: they must be at
+             * most half of it. A consumer that lags (a burst, a slow
+             * collector) would otherwise leave producers only the start
+             * for as long as it reads all it holds, and spans the rest of
+             * the buffer had room for were dropped (the real-server test
+             * dropped 581 of 3,000 in a 16 MiB queue). While it lags the
+             * ring goes on into its buffer, as it did before rewinds. */
             rewind = held_from >= (int64_t) r->rewind_at
-                     && held_from >= (int64_t) total;
+                     && held_from >= (int64_t) total
+                     && held_from >= (int64_t) (2 * (h - t));
         }
         need = total <= contig && !rewind ? total : contig + total;
         if (h + need - t > cap) {
