@@ -28,12 +28,16 @@
  *
  * With concurrent producers the ring rewinds too, without touching the
  * tail (the consumer's alone): when the records it still holds all lie far
- * enough into the buffer (sp_record_ring_set_rewind), a producer reserves
- * the rest of the buffer as a padding record and its own record at the
- * start, in one compare-and-swap, as a record that would wrap does. The
- * padding's room comes back when the consumer passes it; its bytes are
- * never written nor zeroed, so the pages past that point (and a batch or
- * two) stay untouched while the consumer keeps up. */
+ * enough into the buffer (sp_record_ring_set_rewind) and are at most a
+ * quarter of where they start (the consumer keeps up: while it lags the
+ * ring goes on into its buffer, whose room a burst needs), a producer
+ * reserves the rest of the buffer as a padding record and its own record
+ * at the start, in one compare-and-swap, as a record that would wrap
+ * does. The padding's room comes back when the consumer passes it (at its
+ * next peek when it held nothing before it); its bytes are never written
+ * nor zeroed, so the pages past that point (and a batch or two) stay
+ * untouched while the consumer keeps up. sp_record_ring_rewinds() counts
+ * the rewinds of both kinds of ring. */
 
 typedef struct {
     size_t                          mask;
@@ -102,7 +106,8 @@ size_t sp_record_ring_room(sp_record_ring_t *r);
 size_t sp_record_ring_room_unpadded(sp_record_ring_t *r);
 
 /* Consumer: up to max committed records in order, without removing them;
- * a later peek continues after the records already returned. */
+ * a later peek continues after the records already returned. A peek when
+ * none are held frees a padding it starts at (see above). */
 size_t sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max);
 /* Consumer: frees the first n records returned by peek (all of them, in
  * the order returned) and zeroes their bytes for the next round. */

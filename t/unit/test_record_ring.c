@@ -203,6 +203,8 @@ main(void)
     n = sp_record_ring_peek(&ring, recs, 8);
     ok(n == 1 && recs[0] == a && intact(a, 200, i),
        "peek skips the padding: that record, whole");
+    is_int(sp_record_ring_room(&ring), cap - 208,
+           "nothing was held before it: the padding's room back at the peek");
     sp_record_ring_release(&ring, n);
     is_int(sp_record_ring_room(&ring), cap, "released: all room back");
     is_int(atomic_load(&ring.committed), i + 1, "%d committed", (int) i + 1);
@@ -292,8 +294,8 @@ main(void)
     sp_record_ring_free(&ring);
 
     /* A consumer that lags: the records it holds lie past the rewind
-     * point but are more than half of it, so the start would not have room
-     * for what comes while it reads them; the ring goes on into its
+     * point but are more than a quarter of it, so the start might not have
+     * room for what comes while it reads them; the ring goes on into its
      * buffer, and rewinds once the consumer has caught up. */
     ok(sp_record_ring_init(&ring, 256 * 1024, 0) == 0, "ring of 256 KiB");
     whole = 1;
@@ -305,19 +307,22 @@ main(void)
     n2 = sp_record_ring_peek(&ring, recs2, 256);
     whole &= n == 200 && n2 == 256 && intact(recs2[255], 200, 455);
     /* Records 340 to 579 held from 340 x 208 = 70,720 bytes in: past
-     * 64 KiB, but 49,920 bytes, more than half of it. */
+     * 64 KiB, but 49,920 bytes, more than a quarter of it. */
     sp_record_ring_release(&ring, 240);
     a = put(&ring, 200, i++);
     ok(whole && a != NULL && off_of(&ring, a) == 580 * 208 + 8,
        "a lagging consumer: the next record follows the last one");
     is_int(sp_record_ring_rewinds(&ring), 0, "no rewind");
-    /* Caught up to 456: 125 records (26,000 bytes) held from 94,848. */
-    sp_record_ring_release(&ring, 116);
+    /* Caught up to 556: 25 records (5,200 bytes) held from 115,648. */
+    n2 = sp_record_ring_peek(&ring, recs2, 256);
+    whole &= n2 == 125 && intact(recs2[124], 200, 580);
+    sp_record_ring_release(&ring, 216);
     a = put(&ring, 200, i++);
     ok(a != NULL && off_of(&ring, a) == 8,
        "the consumer caught up: the next record goes to the start");
     is_int(sp_record_ring_rewinds(&ring), 1, "a rewind");
-    for (k = 456; (n = sp_record_ring_peek(&ring, recs, 64)) > 0; k += n) {
+    sp_record_ring_release(&ring, 25);
+    for (k = 581; (n = sp_record_ring_peek(&ring, recs, 64)) > 0; k += n) {
         whole &= intact(recs[n - 1], 200, k + n - 1);
         sp_record_ring_release(&ring, n);
     }
