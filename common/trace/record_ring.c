@@ -300,10 +300,10 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
         /* Nothing held, and a padding first (a rewind on an idle ring's
          * or a wrap's): the tail passes it now, not when the batch after
          * it is released, so that its room comes back while that batch is
-         * sent. A rewind on an idle ring left producers only the start
-         * until then, which a burst filled while the first post went on
-         * (144 of 2,000 spans dropped in the real-server test). Its bytes
-         * past the header were never written. */
+         * sent: a rewind on an idle ring otherwise leaves producers only
+         * the start for as long as that first post takes, however long
+         * the collector is to answer. Its bytes past the header were
+         * never written. */
         w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
         if ((w & (COMMITTED | PAD)) == (COMMITTED | PAD)) {
             atomic_store_explicit(word_at(r, pos), 0, memory_order_relaxed);
