@@ -1,9 +1,9 @@
 #!/usr/bin/perl
 # The span queue of an Apache child goes back to the start of its buffer
 # (a rewind, record_ring.h) under real traffic, and only while the exporter
-# keeps up: apache2 (event MPM, one child of 8 threads), batches of 16
-# spans in a 16 MiB queue (rewinding 64 KiB in), keep-alive load from ab to
-# a real receiver. Paced rounds (each sent once the last is exported): the
+# keeps up: apache2 (event MPM, one child of 8 threads), batches of 64
+# spans in a 16 MiB queue (rewinding 128 KiB in), keep-alive load from ab
+# to a real receiver. Paced rounds (each sent once the last is exported): the
 # status API counts rewinds (queue_rewinds, the same in JSON and
 # Prometheus) and the queue's buffer is resident only at its start (its
 # mapping's Rss in /proc/<child>/smaps, against the bytes that went through
