@@ -115,7 +115,7 @@ subtest 'GET: JSON status' => sub {
         is $w->{rate}, 100, "worker $w->{pid}: rate 100";
         for my $c (qw(spans_started spans_exported spans_dropped_queue_full
                       spans_dropped_export_failed export_requests_ok export_requests_failed
-                      export_requests_retried export_h2c_reconnects queue_depth samples_taken
+                      export_requests_retried export_h2c_reconnects queue_depth queue_rewinds samples_taken
                       samples_dropped_ring_full samples_unwound_partially samples_reentered
                       profile_builder_dropped profiles_exported profiles_failed profiles_rejected
                       profile_bytes_exported profile_bytes_failed

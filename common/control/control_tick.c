@@ -110,6 +110,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_export_requests_retried] = es.retries;
     st->v[SP_ST_export_h2c_reconnects] = es.h2c_reconnects;
     st->v[SP_ST_queue_depth] = es.queue_depth;
+    st->v[SP_ST_queue_rewinds] = es.queue_rewinds;
     st->v[SP_ST_profile_samples] = es.profile_samples;
     st->v[SP_ST_profile_builder_dropped] = es.profile_builder_dropped;
     st->v[SP_ST_profiles_exported] = es.profiles_exported;

@@ -70,6 +70,8 @@
     X(export_h2c_reconnects, COUNTER,                                         \
       "gRPC calls re-sent on a new h2c connection, the old one dead (libcurl < 8)") \
     X(queue_depth, GAUGE, "Spans waiting in the span queue")                  \
+    X(queue_rewinds, COUNTER,                                                 \
+      "Times the span queue went back to the start of its buffer early")     \
     X(samples_taken, COUNTER, "CPU samples written to the sample ring")       \
     X(samples_dropped_ring_full, COUNTER,                                     \
       "CPU samples dropped because the sample ring was full")                 \

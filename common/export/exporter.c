@@ -1175,6 +1175,7 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     st->spans_queued = sp_span_queue_committed(e->queue);
     st->queue_depth = queue_waiting(e);
     st->spans_dropped_queue_full = sp_span_queue_dropped(e->queue);
+    st->queue_rewinds = sp_span_queue_rewinds(e->queue);
     st->spans_dropped_export = atomic_load(&e->spans_dropped_export);
     st->spans_rejected = atomic_load(&e->spans_rejected);
     st->batches_sent = atomic_load(&e->batches_sent);

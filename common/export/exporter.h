@@ -123,6 +123,7 @@ typedef struct {
     uint64_t  profile_samples;
     uint64_t  functions_redacted;      /* otel_profiling_redact */
     uint64_t  queue_depth;             /* spans waiting in the queue */
+    uint64_t  queue_rewinds;           /* span_queue.h */
     uint64_t  profile_builder_dropped;
     uint64_t  profile_bytes_exported;
     uint64_t  profile_bytes_failed;

@@ -28,12 +28,16 @@
  *
  * With concurrent producers the ring rewinds too, without touching the
  * tail (the consumer's alone): when the records it still holds all lie far
- * enough into the buffer (sp_record_ring_set_rewind), a producer reserves
- * the rest of the buffer as a padding record and its own record at the
- * start, in one compare-and-swap, as a record that would wrap does. The
- * padding's room comes back when the consumer passes it; its bytes are
- * never written nor zeroed, so the pages past that point (and a batch or
- * two) stay untouched while the consumer keeps up. */
+ * enough into the buffer (sp_record_ring_set_rewind) and are at most a
+ * quarter of where they start (the consumer keeps up: while it lags the
+ * ring goes on into its buffer, whose room a burst needs), a producer
+ * reserves the rest of the buffer as a padding record and its own record
+ * at the start, in one compare-and-swap, as a record that would wrap
+ * does. The padding's room comes back when the consumer passes it (at its
+ * next peek when it held nothing before it); its bytes are never written
+ * nor zeroed, so the pages past that point (and a batch or two) stay
+ * untouched while the consumer keeps up. sp_record_ring_rewinds() counts
+ * the rewinds of both kinds of ring. */
 
 typedef struct {
     size_t                          mask;
@@ -52,6 +56,8 @@ typedef struct {
     _Atomic uint64_t                dropped;
     _Atomic uint64_t                rewound;    /* where the last rewind's
                                                    padding starts, or 0 */
+    _Atomic uint64_t                rewinds;    /* counted on the rewind's
+                                                   path only */
     _Alignas(64) _Atomic uint64_t   tail;       /* first byte not released */
     _Atomic uint64_t                consumed;   /* records released */
 } sp_record_ring_t;
@@ -100,7 +106,8 @@ size_t sp_record_ring_room(sp_record_ring_t *r);
 size_t sp_record_ring_room_unpadded(sp_record_ring_t *r);
 
 /* Consumer: up to max committed records in order, without removing them;
- * a later peek continues after the records already returned. */
+ * a later peek continues after the records already returned. A peek when
+ * none are held frees a padding it starts at (see above). */
 size_t sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max);
 /* Consumer: frees the first n records returned by peek (all of them, in
  * the order returned) and zeroes their bytes for the next round. */
@@ -120,5 +127,8 @@ void sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark);
 
 size_t sp_record_ring_pending(sp_record_ring_t *r);
 uint64_t sp_record_ring_dropped(sp_record_ring_t *r);
+/* Times the ring went back to the start of its buffer early (a rewind, in
+ * either kind of ring; a record that would wrap is not one). */
+uint64_t sp_record_ring_rewinds(sp_record_ring_t *r);
 
 #endif

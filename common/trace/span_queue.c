@@ -204,3 +204,9 @@ sp_span_queue_committed(const sp_span_queue_t *q)
     return atomic_load_explicit(&((sp_span_queue_t *) q)->ring.committed,
                                 memory_order_relaxed);
 }
+
+uint64_t
+sp_span_queue_rewinds(const sp_span_queue_t *q)
+{
+    return sp_record_ring_rewinds((sp_record_ring_t *) &q->ring);
+}

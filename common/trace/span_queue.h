@@ -78,5 +78,7 @@ size_t sp_span_queue_pending(const sp_span_queue_t *q);
 uint64_t sp_span_queue_dropped(const sp_span_queue_t *q);
 /* Spans queued since the queue was made. */
 uint64_t sp_span_queue_committed(const sp_span_queue_t *q);
+/* Times the queue went back to the start of its buffer (record_ring.h). */
+uint64_t sp_span_queue_rewinds(const sp_span_queue_t *q);
 
 #endif

@@ -2,6 +2,7 @@
  * rewind to the start of the buffer, alone and under N producers and a
  * consumer. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,6 +104,17 @@ producer(void *arg)
     size_t          len;
 
     while (i < PER_THREAD) {
+        /* Half the time the producers wait while 16 KiB are held (a server
+         * whose exporter keeps up: the ring rewinds), half the time they
+         * run it full. The tail is read first: never past that head. */
+        if (i / 4000 % 2 == 0) {
+            uint64_t  t = atomic_load(&ring.tail);
+
+            if (atomic_load(&ring.head) - t > 16 * 1024) {
+                sched_yield();
+                continue;
+            }
+        }
         id = p << 32 | i;
         len = len_of(id);
         /* Every third record written in a slot of 1500 bytes, then shrunk
@@ -177,8 +189,10 @@ main(void)
            "an empty ring less than a quarter in: no rewind (%d records in a row)",
            (int) i);
     ok(whole, "and each one read back whole");
+    is_int(sp_record_ring_rewinds(&ring), 0, "no rewind counted before");
     a = sp_record_ring_reserve(&ring, 200);
     ok(off_of(&ring, a) == 8, "the next one goes to the start of the buffer");
+    is_int(sp_record_ring_rewinds(&ring), 1, "a rewind counted");
     is_int(sp_record_ring_room(&ring), h - 208,
            "the padding to the end counts as used until it is released");
     is_int(sp_record_ring_room_unpadded(&ring), cap - 208,
@@ -189,6 +203,8 @@ main(void)
     n = sp_record_ring_peek(&ring, recs, 8);
     ok(n == 1 && recs[0] == a && intact(a, 200, i),
        "peek skips the padding: that record, whole");
+    is_int(sp_record_ring_room(&ring), cap - 208,
+           "nothing was held before it: the padding's room back at the peek");
     sp_record_ring_release(&ring, n);
     is_int(sp_record_ring_room(&ring), cap, "released: all room back");
     is_int(atomic_load(&ring.committed), i + 1, "%d committed", (int) i + 1);
@@ -203,7 +219,7 @@ main(void)
     whole = 1;
     rewinds = 0;
     maxend = 0;
-    seen = 0;
+    seen = atomic_load(&ring.rewound);
     for (i = 0; i < 60000; i++) {
         size_t  len = 40 + (size_t) (i * 37 % 300);
 
@@ -242,6 +258,8 @@ main(void)
     }
     ok(whole, "60000 records of 48 to 344 bytes, each read back whole and in order");
     ok(rewinds > 50, "with rewinds while records were held (%d)", rewinds);
+    is_int(sp_record_ring_rewinds(&ring), 1 + rewinds,
+           "each rewind counted by the ring (and the first one)");
     /* Rewound once the tail is a quarter in: the head is at most the
      * three records held further. */
     ok(maxend <= quarter + 3 * 352,
@@ -272,6 +290,43 @@ main(void)
     is_int(n, k, "all of them peeked");
     sp_record_ring_release(&ring, n);
     is_int(sp_record_ring_room(&ring), cap, "the padding released with them: all room back");
+    ok(ring_zero(&ring), "every byte zero again");
+    sp_record_ring_free(&ring);
+
+    /* A consumer that lags: the records it holds lie past the rewind
+     * point but are more than a quarter of it, so the start might not have
+     * room for what comes while it reads them; the ring goes on into its
+     * buffer, and rewinds once the consumer has caught up. */
+    ok(sp_record_ring_init(&ring, 256 * 1024, 0) == 0, "ring of 256 KiB");
+    whole = 1;
+    for (i = 0; i < 580; i++) {
+        whole &= put(&ring, 200, i) != NULL;
+    }
+    n = sp_record_ring_peek(&ring, recs, 200);
+    sp_record_ring_release(&ring, 100);
+    n2 = sp_record_ring_peek(&ring, recs2, 256);
+    whole &= n == 200 && n2 == 256 && intact(recs2[255], 200, 455);
+    /* Records 340 to 579 held from 340 x 208 = 70,720 bytes in: past
+     * 64 KiB, but 49,920 bytes, more than a quarter of it. */
+    sp_record_ring_release(&ring, 240);
+    a = put(&ring, 200, i++);
+    ok(whole && a != NULL && off_of(&ring, a) == 580 * 208 + 8,
+       "a lagging consumer: the next record follows the last one");
+    is_int(sp_record_ring_rewinds(&ring), 0, "no rewind");
+    /* Caught up to 556: 25 records (5,200 bytes) held from 115,648. */
+    n2 = sp_record_ring_peek(&ring, recs2, 256);
+    whole &= n2 == 125 && intact(recs2[124], 200, 580);
+    sp_record_ring_release(&ring, 216);
+    a = put(&ring, 200, i++);
+    ok(a != NULL && off_of(&ring, a) == 8,
+       "the consumer caught up: the next record goes to the start");
+    is_int(sp_record_ring_rewinds(&ring), 1, "a rewind");
+    sp_record_ring_release(&ring, 25);
+    for (k = 581; (n = sp_record_ring_peek(&ring, recs, 64)) > 0; k += n) {
+        whole &= intact(recs[n - 1], 200, k + n - 1);
+        sp_record_ring_release(&ring, n);
+    }
+    ok(whole && k == i, "all %d records back, whole", (int) k);
     ok(ring_zero(&ring), "every byte zero again");
     sp_record_ring_free(&ring);
 
@@ -307,6 +362,7 @@ main(void)
     }
     ok(whole, "40000 records (about 20 MB: 5 times the ring) read back");
     ok(rounds > 10, "rounds of the ring's first quarter (%d rewinds)", rounds);
+    is_int(sp_record_ring_rewinds(&ring), rounds, "each counted by the ring");
     is_int(resident_from(&ring, cap / 4 + 256 * 1024), 0,
            "no page past the first quarter and 256 KiB was ever touched");
     sp_record_ring_free(&ring);
@@ -359,6 +415,9 @@ main(void)
         is_int(next[t], PER_THREAD, "producer %d: all records arrived", (int) t);
     }
     ok(rewinds > 10, "with rewinds meanwhile (at least %d)", rewinds);
+    ok(sp_record_ring_rewinds(&ring) >= (uint64_t) rewinds,
+       "counted by the ring: %llu",
+       (unsigned long long) sp_record_ring_rewinds(&ring));
     is_int(sp_record_ring_pending(&ring), 0, "nothing pending");
     is_int(atomic_load(&ring.committed), (uint64_t) PRODUCERS * PER_THREAD,
            "committed: every record");

@@ -377,6 +377,7 @@ main(void)
     ok((atomic_load(&r.head) & r.mask) >= 2048, "the ring is empty past half way");
     a = sp_record_ring_reserve(&r, 100);
     ok(a == (void *) (r.buf + 8), "the next record is at the start of the buffer");
+    is_int(sp_record_ring_rewinds(&r), 1, "a rewind, counted");
     is_int(sp_record_ring_room(&r), 4096 - 112, "and the whole ring is free but it");
     memset(a, 0xef, 100);
     sp_record_ring_commit(&r, a);
@@ -416,6 +417,7 @@ main(void)
     }
     ok(i < 4000, "a drained queue rewinds: span %d back at the start of the buffer",
        (int) i);
+    is_int(sp_span_queue_rewinds(q), 1, "the rewind counted by the queue");
     ok(i * step >= at && (i - 1) * step < at,
        "as soon as it is %zu KiB in (%d records of %zu bytes)", at / 1024, (int) i,
        step);
