@@ -180,6 +180,14 @@ typedef struct {
 
 /* The trace context of one request (the original request: internal
  * redirects share its pool, subrequests point to it through r->main). */
+/* One exchange with a proxied request's backend. */
+typedef struct {
+    uint64_t                 start_ns;
+    const char              *host;
+    int                      port;
+    const char              *path;            /* unix socket, or NULL */
+} spanprof_attempt_t;
+
 typedef struct {
     request_rec             *r;               /* original request */
     uint8_t                  trace_id[SP_TRACE_ID_LEN];
@@ -215,13 +223,12 @@ typedef struct {
     int                      nattempts;
     uint64_t                 proxy_start_ns;
     uint64_t                 proxy_end_ns;
+    /* SPANPROF_MAX_ATTEMPTS of them, made at the first (proxied requests
+     * alone): inline they were half the context, which then took the
+     * request pool past its first block on every request (an allocator
+     * call and a second 8 KiB block, in httpd's own later allocations). */
+    spanprof_attempt_t      *attempts;
     /* From here to the end: not zeroed when the context is made. */
-    struct {
-        uint64_t             start_ns;
-        const char          *host;
-        int                  port;
-        const char          *path;            /* unix socket, or NULL */
-    }                        attempts[SPANPROF_MAX_ATTEMPTS];
 
     /* The labels of this request's CPU samples (OTEP 4947 record), the
      * name (spanprof_names_t's) and flags it holds, and the method whose

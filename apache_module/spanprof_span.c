@@ -813,6 +813,10 @@ spanprof_proxy_attempt(request_rec *r, const char *url)
         i = SPANPROF_MAX_ATTEMPTS - 1;
         ctx->nattempts = SPANPROF_MAX_ATTEMPTS;
     }
+    if (ctx->attempts == NULL) {
+        ctx->attempts = apr_palloc(ctx->r->pool, SPANPROF_MAX_ATTEMPTS
+                                                 * sizeof(*ctx->attempts));
+    }
     memset(&ctx->attempts[i], 0, sizeof(ctx->attempts[i]));
     ctx->attempts[i].start_ns = sp_now_ns();
     ctx->proxy_done = 0;
@@ -864,7 +868,7 @@ spanprof_proxy_done(request_rec *r, int status)
             return;
         }
         spanprof_proxy_attempt(r, r->filename + 6);
-        if (ctx->proxy_handler_ns != 0) {
+        if (ctx->proxy_handler_ns != 0 && ctx->nattempts > 0) {
             ctx->attempts[0].start_ns = ctx->proxy_handler_ns;
         }
     }
