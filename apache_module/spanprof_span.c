@@ -549,7 +549,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
     if (v == NULL) {
-        sp_span_set_name(s, names->name[mi], names->len[mi]);
+        /* the names live as long as the configuration */
+        sp_span_set_name_ref(s, names->name[mi], names->len[mi]);
     } else {
         sp_span_set_name(s, v, strlen(v));
     }
