@@ -403,6 +403,9 @@ void spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);
+/* At check_config, when no directive profiles: the profiling hooks out
+ * of httpd's lists. */
+void spanprof_unhook_profiling(void);
 
 /* The request's W3C trace-flags byte. Inline: the labels' record is
  * (re)filled with it up to three times per request. */
