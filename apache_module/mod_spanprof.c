@@ -1260,6 +1260,7 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     if (!spanprof_globals.profiling_used) {
         spanprof_unhook_profiling();
     }
+    spanprof_span_headers_learn(ptemp);
 
     /* OTEL_* variables fill what the directives left unset. */
     if ((spanprof_globals.used || sc->endpoint != NULL)

@@ -373,6 +373,9 @@ void spanprof_register_expr_hooks(void);
 
 /* spanprof_span.c */
 void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
+/* At check_config: apr's checksums of the request header names the span
+ * reads. */
+void spanprof_span_headers_learn(apr_pool_t *p);
 /* The names of a route (NULL: none), from p; at configuration time. */
 const spanprof_names_t *spanprof_names_make(apr_pool_t *p,
     const char *route);
