@@ -189,14 +189,8 @@ typedef struct {
 } spanprof_attempt_t;
 
 typedef struct {
-    request_rec             *r;               /* original request */
-    uint8_t                  trace_id[SP_TRACE_ID_LEN];
-    uint8_t                  span_id[SP_SPAN_ID_LEN];
-    uint8_t                  parent_id[SP_SPAN_ID_LEN];
-    uint8_t                  client_span_id[SP_SPAN_ID_LEN];
-    uint64_t                 start_ns;
+    /* From here to `r`: zeroed when the context is made. */
     const char              *tracestate;      /* valid incoming, or NULL */
-    char                     traceparent[SP_TRACEPARENT_LEN + 1];
     /* The request whose environment has the OTEL_* variables: the hooks
      * that set them run several times per request. */
     request_rec             *env_r;
@@ -228,7 +222,17 @@ typedef struct {
      * request pool past its first block on every request (an allocator
      * call and a second 8 KiB block, in httpd's own later allocations). */
     spanprof_attempt_t      *attempts;
-    /* From here to the end: not zeroed when the context is made. */
+
+    /* From here to the end: not zeroed when the context is made (set
+     * before they are read: the ids once `ids` is, client_span_id with
+     * `client_span`, traceparent's first byte cleared). */
+    request_rec             *r;               /* original request */
+    uint64_t                 start_ns;
+    uint8_t                  trace_id[SP_TRACE_ID_LEN];
+    uint8_t                  span_id[SP_SPAN_ID_LEN];
+    uint8_t                  parent_id[SP_SPAN_ID_LEN];
+    uint8_t                  client_span_id[SP_SPAN_ID_LEN];
+    char                     traceparent[SP_TRACEPARENT_LEN + 1];
 
     /* The labels of this request's CPU samples (OTEP 4947 record), the
      * name (spanprof_names_t's) and flags it holds, and the method whose

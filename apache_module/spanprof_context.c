@@ -115,10 +115,12 @@ spanprof_ctx_find(request_rec *r, int create)
         return NULL;
     }
 
-    /* The labels' record at its end is written before it is read
-     * (spanprof_profile_request). */
+    /* The ids, the traceparent's text and the labels' record are written
+     * before they are read: zeroing them was half the structure (a
+     * `rep stos` of 192 bytes). */
     ctx = apr_palloc(orig->pool, sizeof(spanprof_ctx_t));
-    memset(ctx, 0, offsetof(spanprof_ctx_t, record));
+    memset(ctx, 0, offsetof(spanprof_ctx_t, r));
+    ctx->traceparent[0] = '\0';
     ctx->record = NULL;
     ctx->r = orig;
     /* The time httpd started reading the request line. */
