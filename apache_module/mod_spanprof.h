@@ -428,8 +428,18 @@ spanprof_flags(const spanprof_ctx_t *ctx)
 static APR_INLINE int
 spanprof_ctx_method_index(request_rec *r, const spanprof_ctx_t *ctx)
 {
-    return ctx->record != NULL && ctx->record_method == r->method
-           ? ctx->record_mi : spanprof_method_index(r);
+    const char  *m = r->method;
+
+    if (ctx->record != NULL && ctx->record_method == m) {
+        return ctx->record_mi;
+    }
+    /* GET (index 0, nearly every request) without the call. */
+    if (r->method_number == M_GET && m != NULL && m[0] == 'G'
+        && m[1] == 'E' && m[2] == 'T' && m[3] == '\0')
+    {
+        return 0;
+    }
+    return spanprof_method_index(r);
 }
 
 /* OtelTrace On, or its expression true for r. */
