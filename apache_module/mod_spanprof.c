@@ -1257,6 +1257,10 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                                    || spanprof_globals.foreign_module != NULL;
     spanprof_globals.scheme_hooked = ap_hook_get_http_scheme() != NULL
                                      && ap_hook_get_http_scheme()->nelts > 1;
+    if (!spanprof_globals.profiling_used) {
+        spanprof_unhook_profiling();
+    }
+    spanprof_span_headers_learn(ptemp);
 
     /* OTEL_* variables fill what the directives left unset. */
     if ((spanprof_globals.used || sc->endpoint != NULL)

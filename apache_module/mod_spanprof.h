@@ -180,15 +180,17 @@ typedef struct {
 
 /* The trace context of one request (the original request: internal
  * redirects share its pool, subrequests point to it through r->main). */
+/* One exchange with a proxied request's backend. */
 typedef struct {
-    request_rec             *r;               /* original request */
-    uint8_t                  trace_id[SP_TRACE_ID_LEN];
-    uint8_t                  span_id[SP_SPAN_ID_LEN];
-    uint8_t                  parent_id[SP_SPAN_ID_LEN];
-    uint8_t                  client_span_id[SP_SPAN_ID_LEN];
     uint64_t                 start_ns;
+    const char              *host;
+    int                      port;
+    const char              *path;            /* unix socket, or NULL */
+} spanprof_attempt_t;
+
+typedef struct {
+    /* From here to `r`: zeroed when the context is made. */
     const char              *tracestate;      /* valid incoming, or NULL */
-    char                     traceparent[SP_TRACEPARENT_LEN + 1];
     /* The request whose environment has the OTEL_* variables: the hooks
      * that set them run several times per request. */
     request_rec             *env_r;
@@ -215,13 +217,22 @@ typedef struct {
     int                      nattempts;
     uint64_t                 proxy_start_ns;
     uint64_t                 proxy_end_ns;
-    /* From here to the end: not zeroed when the context is made. */
-    struct {
-        uint64_t             start_ns;
-        const char          *host;
-        int                  port;
-        const char          *path;            /* unix socket, or NULL */
-    }                        attempts[SPANPROF_MAX_ATTEMPTS];
+    /* SPANPROF_MAX_ATTEMPTS of them, made at the first (proxied requests
+     * alone): inline they were half the context, which then took the
+     * request pool past its first block on every request (an allocator
+     * call and a second 8 KiB block, in httpd's own later allocations). */
+    spanprof_attempt_t      *attempts;
+
+    /* From here to the end: not zeroed when the context is made (set
+     * before they are read: the ids once `ids` is, client_span_id with
+     * `client_span`, traceparent's first byte cleared). */
+    request_rec             *r;               /* original request */
+    uint64_t                 start_ns;
+    uint8_t                  trace_id[SP_TRACE_ID_LEN];
+    uint8_t                  span_id[SP_SPAN_ID_LEN];
+    uint8_t                  parent_id[SP_SPAN_ID_LEN];
+    uint8_t                  client_span_id[SP_SPAN_ID_LEN];
+    char                     traceparent[SP_TRACEPARENT_LEN + 1];
 
     /* The labels of this request's CPU samples (OTEP 4947 record), the
      * name (spanprof_names_t's) and flags it holds, and the method whose
@@ -366,6 +377,9 @@ void spanprof_register_expr_hooks(void);
 
 /* spanprof_span.c */
 void spanprof_export(request_rec *r, spanprof_ctx_t *ctx);
+/* At check_config: apr's checksums of the request header names the span
+ * reads. */
+void spanprof_span_headers_learn(apr_pool_t *p);
 /* The names of a route (NULL: none), from p; at configuration time. */
 const spanprof_names_t *spanprof_names_make(apr_pool_t *p,
     const char *route);
@@ -396,6 +410,9 @@ void spanprof_profile_final(request_rec *r, spanprof_ctx_t *ctx);
 /* traced: the request's span will be exported (it reuses the end time). */
 void spanprof_keep_verdict(request_rec *r, spanprof_ctx_t *ctx, int traced);
 void spanprof_register_profiling_hooks(void);
+/* At check_config, when no directive profiles: the profiling hooks out
+ * of httpd's lists. */
+void spanprof_unhook_profiling(void);
 
 /* The request's W3C trace-flags byte. Inline: the labels' record is
  * (re)filled with it up to three times per request. */
@@ -411,8 +428,18 @@ spanprof_flags(const spanprof_ctx_t *ctx)
 static APR_INLINE int
 spanprof_ctx_method_index(request_rec *r, const spanprof_ctx_t *ctx)
 {
-    return ctx->record != NULL && ctx->record_method == r->method
-           ? ctx->record_mi : spanprof_method_index(r);
+    const char  *m = r->method;
+
+    if (ctx->record != NULL && ctx->record_method == m) {
+        return ctx->record_mi;
+    }
+    /* GET (index 0, nearly every request) without the call. */
+    if (r->method_number == M_GET && m != NULL && m[0] == 'G'
+        && m[1] == 'E' && m[2] == 'T' && m[3] == '\0')
+    {
+        return 0;
+    }
+    return spanprof_method_index(r);
 }
 
 /* OtelTrace On, or its expression true for r. */

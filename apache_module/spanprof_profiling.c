@@ -546,6 +546,45 @@ spanprof_register_profiling_hooks(void)
 }
 
 
+/* Our entry taken out of a hook's registered functions (the array httpd
+ * runs them from, public through ap_hook_get_NAME). */
+#define SPANPROF_UNHOOK(name, fn)                                           \
+    do {                                                                    \
+        apr_array_header_t   *a_ = ap_hook_get_##name();                    \
+        ap_LINK_##name##_t   *l_;                                           \
+        int                   i_, j_;                                       \
+                                                                            \
+        if (a_ != NULL) {                                                   \
+            l_ = (ap_LINK_##name##_t *) (void *) a_->elts;                  \
+            for (i_ = j_ = 0; i_ < a_->nelts; i_++) {                       \
+                if (l_[i_].pFunc != (fn)) {                                 \
+                    l_[j_++] = l_[i_];                                      \
+                }                                                           \
+            }                                                               \
+            a_->nelts = j_;                                                 \
+        }                                                                   \
+    } while (0)
+
+/* Without any OtelProfiling directive nothing samples in this
+ * configuration's children, and the connection hooks above would only
+ * find spanprof_sampling_on clear: each costs its call through httpd's
+ * runner anyway (resume and suspend, ≈ 26 each, run for every request of
+ * a keep-alive connection under the event MPM). They are taken out of
+ * httpd's lists once the configuration is read. A graceful restart
+ * clears every module's hooks and registers them again before the new
+ * configuration is read, so one that profiles has them all. */
+void
+spanprof_unhook_profiling(void)
+{
+    SPANPROF_UNHOOK(pre_connection, spanprof_pre_connection);
+    SPANPROF_UNHOOK(process_connection, spanprof_process_connection);
+    SPANPROF_UNHOOK(pre_close_connection, spanprof_pre_close_connection);
+    SPANPROF_UNHOOK(suspend_connection, spanprof_suspend_connection);
+    SPANPROF_UNHOOK(resume_connection, spanprof_resume_connection);
+    SPANPROF_UNHOOK(insert_filter, spanprof_insert_filter);
+}
+
+
 /* ---- child process -------------------------------------------------------- */
 
 int

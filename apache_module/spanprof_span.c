@@ -215,6 +215,30 @@ spanprof_is_content_length(const char *k)
 }
 
 
+/* apr's checksums of the three names (apr_table_entry_t's key_checksum,
+ * made of a key's first bytes without case, which apr_table_get()
+ * compares before the name), learnt from apr itself at check_config:
+ * a header whose checksum is none of them is passed with three compares
+ * of a number, where a switch on its first byte took ≈ 20 instructions. */
+static apr_uint32_t  spanprof_cs_host, spanprof_cs_user_agent,
+                     spanprof_cs_content_length;
+
+void
+spanprof_span_headers_learn(apr_pool_t *p)
+{
+    apr_table_t              *t = apr_table_make(p, 3);
+    const apr_table_entry_t  *e;
+
+    apr_table_addn(t, "Host", "");
+    apr_table_addn(t, "User-Agent", "");
+    apr_table_addn(t, "Content-Length", "");
+    e = (const apr_table_entry_t *) apr_table_elts(t)->elts;
+    spanprof_cs_host = e[0].key_checksum;
+    spanprof_cs_user_agent = e[1].key_checksum;
+    spanprof_cs_content_length = e[2].key_checksum;
+}
+
+
 /* One pass over the request headers for the three the span reads, where
  * apr_table_get() would walk them three times; each is the first of its
  * name, as apr_table_get() gives. */
@@ -222,6 +246,8 @@ static void
 spanprof_read_headers(request_rec *r, spanprof_headers_t *h)
 {
     int                        i, n, left = 3;
+    apr_uint32_t               cs;
+    const char                *k;
     const apr_table_entry_t   *e;
     const apr_array_header_t  *a = apr_table_elts(r->headers_in);
 
@@ -229,28 +255,31 @@ spanprof_read_headers(request_rec *r, spanprof_headers_t *h)
     e = (const apr_table_entry_t *) a->elts;
     n = a->nelts;
     for (i = 0; i < n && left > 0; i++) {
-        if (e[i].key == NULL || e[i].val == NULL) {
+        cs = e[i].key_checksum;
+        if (cs != spanprof_cs_host && cs != spanprof_cs_user_agent
+            && cs != spanprof_cs_content_length)
+        {
             continue;
         }
-        switch (e[i].key[0]) {
+        k = e[i].key;
+        if (k == NULL || e[i].val == NULL) {
+            continue;
+        }
+        switch (k[0]) {
         case 'H': case 'h':
-            if (h->host == NULL && spanprof_is_host(e[i].key)) {
+            if (h->host == NULL && spanprof_is_host(k)) {
                 h->host = e[i].val;
                 left--;
             }
             break;
         case 'U': case 'u':
-            if (h->user_agent == NULL
-                && spanprof_is_user_agent(e[i].key))
-            {
+            if (h->user_agent == NULL && spanprof_is_user_agent(k)) {
                 h->user_agent = e[i].val;
                 left--;
             }
             break;
         case 'C': case 'c':
-            if (h->content_length == NULL
-                && spanprof_is_content_length(e[i].key))
-            {
+            if (h->content_length == NULL && spanprof_is_content_length(k)) {
                 h->content_length = e[i].val;
                 left--;
             }
@@ -549,7 +578,8 @@ spanprof_server_span(request_rec *r, spanprof_ctx_t *ctx, sp_span_t *s,
         }
     }
     if (v == NULL) {
-        sp_span_set_name(s, names->name[mi], names->len[mi]);
+        /* the names live as long as the configuration */
+        sp_span_set_name_ref(s, names->name[mi], names->len[mi]);
     } else {
         sp_span_set_name(s, v, strlen(v));
     }
@@ -813,6 +843,10 @@ spanprof_proxy_attempt(request_rec *r, const char *url)
         i = SPANPROF_MAX_ATTEMPTS - 1;
         ctx->nattempts = SPANPROF_MAX_ATTEMPTS;
     }
+    if (ctx->attempts == NULL) {
+        ctx->attempts = apr_palloc(ctx->r->pool, SPANPROF_MAX_ATTEMPTS
+                                                 * sizeof(*ctx->attempts));
+    }
     memset(&ctx->attempts[i], 0, sizeof(ctx->attempts[i]));
     ctx->attempts[i].start_ns = sp_now_ns();
     ctx->proxy_done = 0;
@@ -864,7 +898,7 @@ spanprof_proxy_done(request_rec *r, int status)
             return;
         }
         spanprof_proxy_attempt(r, r->filename + 6);
-        if (ctx->proxy_handler_ns != 0) {
+        if (ctx->proxy_handler_ns != 0 && ctx->nattempts > 0) {
             ctx->attempts[0].start_ns = ctx->proxy_handler_ns;
         }
     }

@@ -505,6 +505,15 @@ sub run_mpm {
         raw_request($port, "GET $path HTTP/1.1\r\nHost: $h->[1]\r\nConnection: close\r\n\r\n");
         $req{ $h->[0] } = { path => $path };
     }
+    # The three headers the span reads, named in other cases, after
+    # others (spanprof_span.c finds them by apr's checksums of the names)
+    {
+        my $path = $uniq->('/api/case-');
+        raw_request($port, "POST $path HTTP/1.1\r\nAccept: */*\r\nX-Other: 1\r\n"
+            . "hOsT: 127.0.0.1:8444\r\nuser-AGENT: case/1\r\ncontent-length: 3\r\n"
+            . "Connection: close\r\n\r\nabc");
+        $req{'hdr/case'} = { path => $path };
+    }
 
     # Five requests pipelined on one keep-alive connection: the client's
     # and the server's attributes are encoded once and kept with it, the
@@ -672,6 +681,14 @@ sub run_mpm {
             ok $s, "$key: span" or next;
             is $s->{attrs}{'server.port'}, $want{$key}, "$key: server.port";
         }
+    };
+
+    subtest 'request headers named in any case' => sub {
+        my ($s) = $span->('hdr/case');
+        ok $s, 'span' or return;
+        is $s->{attrs}{'server.port'}, 8444, 'server.port from hOsT';
+        is $s->{attrs}{'user_agent.original'}, 'case/1', 'user_agent.original from user-AGENT';
+        is $s->{attrs}{'http.request.body.size'}, 3, 'http.request.body.size from content-length';
     };
 
     subtest 'span name and attributes' => sub {

@@ -100,8 +100,27 @@ sub slow_get {
     return ($head // '', $n);
 }
 
-my $ap = start_apache(mpm => 'event', conf => $CONF, burn => 1, dirs => [qw(out htdocs/sf htdocs/rw)],
+# Started without OtelProfiling, which takes the module's connection
+# hooks out of httpd's lists (spanprof_unhook_profiling), then restarted
+# gracefully with it: httpd registers every module's hooks again, and
+# resume_connection, which labels write completion, must be back.
+(my $conf0 = $CONF) =~ s/^OtelProfiling On$/# OtelProfiling On: after the graceful restart/m
+    or die 'no OtelProfiling line';
+my $ap = start_apache(mpm => 'event', conf => $conf0, burn => 1, dirs => [qw(out htdocs/sf htdocs/rw)],
     servers => 1, server_limit => 1, threads => 6);
+{
+    my $path = $ap->conf_path;
+    open(my $in, '<', $path) or die "$path: $!";
+    my $text = do { local $/; <$in> };
+    close $in;
+    $text =~ s/^# OtelProfiling On: after the graceful restart$/OtelProfiling On/m
+        or die "$path: no OtelProfiling line";
+    open(my $out, '>', $path) or die "$path: $!";
+    print $out $text;
+    close $out;
+    my @new = $ap->graceful(20);
+    ok @new, 'graceful restart into OtelProfiling On: new child ' . join(',', @new);
+}
 for my $f (qw(htdocs/big.bin htdocs/sf/big.bin htdocs/rw/big.bin)) {
     open(my $fh, '>', $ap->prefix . "/$f") or die "$f: $!";
     binmode $fh;

@@ -75,6 +75,7 @@ set_text(sp_span_t *s, uint16_t *off, uint16_t *len, const char *p, size_t n)
 void
 sp_span_set_name(sp_span_t *s, const char *name, size_t len)
 {
+    s->name_ref = NULL;
     set_text(s, &s->name_off, &s->name_len, name, len);
 }
 
@@ -417,7 +418,9 @@ encode_head(const sp_span_t *s, uint8_t *p)
                           SP_SPAN_ID_LEN);
     }
     if (s->name_len) {
-        p = sp_wire_bytes(p, SP_TAG(5, SP_WT_LEN), s->text + s->name_off,
+        p = sp_wire_bytes(p, SP_TAG(5, SP_WT_LEN),
+                          s->name_ref != NULL ? s->name_ref
+                                              : s->text + s->name_off,
                           s->name_len);
     }
     if (s->kind) {

@@ -72,6 +72,9 @@ typedef struct {
     uint16_t    ev_wire_used;
     uint16_t    dropped_attrs;
     uint16_t    dropped_events;
+    /* The name when kept by reference (sp_span_set_name_ref), else NULL:
+     * then it is in text[]. */
+    const char *name_ref;
     uint16_t    dropped_event_attrs[SP_SPAN_MAX_EVENTS];
 
     /* Where the encoded attributes go (SP_SPAN_WIRE bytes): wire_store, or
@@ -340,9 +343,25 @@ sp_span_name_done(sp_span_t *s, size_t len)
     if (len > SP_SPAN_MAX_VALUE) {
         len = SP_SPAN_MAX_VALUE;
     }
+    s->name_ref = NULL;
     s->name_off = s->text_used;
     s->name_len = (uint16_t) len;
     s->text_used += (uint16_t) len;
+}
+
+/* A name that stays valid and unchanged until the span is encoded (a
+ * configuration's constant, such as a route's names made once): kept by
+ * reference and written once, by the encoder, instead of copied into
+ * text[] first. Cut as sp_span_set_name cuts a name. */
+SP_SPAN_INLINE void
+sp_span_set_name_ref(sp_span_t *s, const char *name, size_t len)
+{
+    if (len > SP_SPAN_MAX_VALUE) {
+        len = SP_SPAN_MAX_VALUE;
+    }
+    s->name_ref = name;
+    s->name_off = 0;
+    s->name_len = (uint16_t) len;
 }
 
 /* A span attribute that replaces an earlier one with the same key (the

@@ -319,6 +319,52 @@ test_name_place(void)
 }
 
 
+/* A name kept by reference encodes as the name copied, cut the same way;
+ * a name set after it, or a span made again, no longer uses it. */
+static void
+test_name_ref(void)
+{
+    static sp_span_t  x, y;
+    static uint8_t    ex[SP_SPAN_TEXT + 256], ey[SP_SPAN_TEXT + 256];
+    static char       big[SP_SPAN_MAX_VALUE + 7];
+    uint8_t           tid[16] = { 1 }, sid[8] = { 2 };
+    size_t            nx, ny, i;
+    const char       *name[2] = { "GET /r200", big };
+    size_t            len[2] = { 9, sizeof(big) };
+
+    memset(big, 'n', sizeof(big));
+    for (i = 0; i < 2; i++) {
+        sp_span_init(&x, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+        sp_span_set_tracestate(&x, "a=1", 3);
+        sp_span_set_name(&x, name[i], len[i]);
+        sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+        sp_span_set_tracestate(&y, "a=1", 3);
+        sp_span_set_name_ref(&y, name[i], len[i]);
+        nx = (size_t) (sp_span_encode(&x, ex) - ex);
+        ny = (size_t) (sp_span_encode(&y, ey) - ey);
+        ok(nx == ny && ny == sp_span_encoded_size(&y)
+           && memcmp(ex, ey, nx) == 0,
+           "a %zu-byte name by reference: the bytes of the name copied",
+           len[i]);
+    }
+
+    /* Named again by copy: the reference is dropped. */
+    sp_span_set_name(&y, "x", 1);
+    sp_span_set_name(&x, "x", 1);
+    ok(y.name_ref == NULL
+       && (size_t) (sp_span_encode(&y, ey) - ey)
+          == (size_t) (sp_span_encode(&x, ex) - ex)
+       && memcmp(ex, ey, (size_t) (sp_span_encode(&x, ex) - ex)) == 0,
+       "a name copied after one by reference is the one encoded");
+
+    /* The same span made again (the exporter's scratch span): no name. */
+    sp_span_set_name_ref(&y, "GET /r200", 9);
+    sp_span_init(&y, SP_SPAN_KIND_SERVER, tid, sid, NULL, 0, 1, 1);
+    ok(y.name_ref == NULL && y.name_len == 0,
+       "a span made again has no name by reference");
+}
+
+
 /* sp_wire_copy (wire.h), which every attribute value goes through: each
  * length copies exactly its bytes, none before or after (its short
  * copies overlap: 1 to 3 bytes by first, middle and last). */
@@ -356,6 +402,7 @@ main(void)
     test_attrs_row();
     test_attrs_raw();
     test_name_place();
+    test_name_ref();
 
     return done_testing();
 }
