@@ -79,49 +79,42 @@ spanprof_burn_cpu_ns(void)
 }
 
 
-/* The two burners differ in name only; noinline keeps them on the stack. */
-__attribute__((noinline, visibility("default"))) void
-spanprof_apache_burn_alpha(long ms)
+/* ms of the thread's CPU time in a multiply-add loop, inlined into each
+ * burner: the burners differ in name only (noinline keeps them on the
+ * stack), so that a stack tells which one ran. */
+static inline __attribute__((always_inline)) void
+spanprof_burn_loop(long ms, uint64_t x, uint64_t mul, uint64_t add)
 {
-    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 1;
+    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000;
     int       i;
 
     while (spanprof_burn_cpu_ns() < end) {
         for (i = 0; i < 5000; i++) {
-            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            x = x * mul + add;
         }
         spanprof_burn_sink = x;
     }
+}
+
+
+__attribute__((noinline, visibility("default"))) void
+spanprof_apache_burn_alpha(long ms)
+{
+    spanprof_burn_loop(ms, 1, 6364136223846793005ULL, 1442695040888963407ULL);
 }
 
 
 __attribute__((noinline, visibility("default"))) void
 spanprof_apache_burn_beta(long ms)
 {
-    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 3;
-    int       i;
-
-    while (spanprof_burn_cpu_ns() < end) {
-        for (i = 0; i < 5000; i++) {
-            x = x * 2862933555777941757ULL + 3037000493ULL;
-        }
-        spanprof_burn_sink = x;
-    }
+    spanprof_burn_loop(ms, 3, 2862933555777941757ULL, 3037000493ULL);
 }
 
 
 __attribute__((noinline, visibility("default"))) void
 spanprof_apache_burn_filter(long ms)
 {
-    uint64_t  end = spanprof_burn_cpu_ns() + (uint64_t) ms * 1000000, x = 5;
-    int       i;
-
-    while (spanprof_burn_cpu_ns() < end) {
-        for (i = 0; i < 5000; i++) {
-            x = x * 3935559000370003845ULL + 2691343689449507681ULL;
-        }
-        spanprof_burn_sink = x;
-    }
+    spanprof_burn_loop(ms, 5, 3935559000370003845ULL, 2691343689449507681ULL);
 }
 
 
