@@ -178,8 +178,6 @@ typedef struct {
      || spanprof_extracts((dc)->context) || spanprof_injects((dc)->context))
 
 
-/* The trace context of one request (the original request: internal
- * redirects share its pool, subrequests point to it through r->main). */
 /* One exchange with a proxied request's backend. */
 typedef struct {
     uint64_t                 start_ns;
@@ -188,6 +186,8 @@ typedef struct {
     const char              *path;            /* unix socket, or NULL */
 } spanprof_attempt_t;
 
+/* The trace context of one request (the original request: internal
+ * redirects share its pool, subrequests point to it through r->main). */
 typedef struct {
     /* From here to `r`: zeroed when the context is made. */
     const char              *tracestate;      /* valid incoming, or NULL */
