@@ -1351,6 +1351,12 @@ spanprof_post_read_request(request_rec *r)
         if (spanprof_globals.profiling_used) {
             spanprof_profile_request(r, ctx);
         }
+        /* httpd's threads take turns: this one's span and the queue's
+         * next bytes are cold by now, and log_transaction is a few
+         * microseconds away. */
+        if (ctx->sampled && spanprof_exporter != NULL) {
+            sp_exporter_span_prefetch(spanprof_exporter);
+        }
     }
     return DECLINED;
 }

@@ -148,6 +148,10 @@ sp_exporter_t *sp_exporter_start(const sp_exporter_conf_t *conf, char *err,
  * (the queue is then a one-thread ring). */
 sp_span_t *sp_exporter_span_begin(sp_exporter_t *e);
 void sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span);
+/* The calling thread will begin a span soon (a server whose threads take
+ * turns finds their spans cold): brings its scratch span and the queue's
+ * next bytes toward the cache. A hint only. */
+void sp_exporter_span_prefetch(sp_exporter_t *e);
 
 /* With conf.loop: the event loop's calls (see sp_exporter_loop_t). */
 void sp_exporter_run(sp_exporter_t *e);

@@ -260,6 +260,20 @@ sp_record_ring_commit(sp_record_ring_t *r, void *rec)
     return n > c ? (size_t) (n - c) : 1;
 }
 
+void
+sp_record_ring_prefetch(sp_record_ring_t *r, size_t len)
+{
+    uint64_t        off = atomic_load_explicit(&r->head, memory_order_relaxed)
+                          & r->mask;
+    unsigned char  *p = r->buf + (off & ~(uint64_t) 63);
+    unsigned char  *end = r->buf + (off + len > r->mask + 1 ? r->mask + 1
+                                                           : off + len);
+
+    for ( ; p < end; p += 64) {
+        __builtin_prefetch(p, 1, 3);
+    }
+}
+
 size_t
 sp_record_ring_room(sp_record_ring_t *r)
 {

@@ -98,6 +98,11 @@ void sp_record_ring_shrink(sp_record_ring_t *r, void *rec, size_t len);
  * batch. */
 size_t sp_record_ring_commit(sp_record_ring_t *r, void *rec);
 
+/* Producer: a record of about len bytes is coming soon: brings the bytes
+ * where the next reservation will start toward the cache (a hint; with
+ * concurrent producers another one may take them first). */
+void sp_record_ring_prefetch(sp_record_ring_t *r, size_t len);
+
 /* Free bytes (approximate: producers may be reserving meanwhile). */
 size_t sp_record_ring_room(sp_record_ring_t *r);
 /* Free bytes counting a rewind's padding (see above) as free before the

@@ -130,6 +130,12 @@ sp_span_queue_place(sp_span_queue_t *q)
     return rec != NULL ? rec->data + PLACE_HEAD : NULL;
 }
 
+void
+sp_span_queue_prefetch(sp_span_queue_t *q)
+{
+    sp_record_ring_prefetch(&q->ring, 512);
+}
+
 size_t
 sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span)
 {

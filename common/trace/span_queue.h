@@ -58,6 +58,9 @@ size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
  * the consumer until it is committed, and nothing may be written in the
  * slot past the span (span.h keeps to this). */
 uint8_t *sp_span_queue_place(sp_span_queue_t *q);
+/* Producer: a span is coming soon: brings the bytes its slot will take
+ * (about a typical span's) toward the cache. */
+void sp_span_queue_prefetch(sp_span_queue_t *q);
 /* Producer: completes and queues the span built at the place above; as
  * sp_span_queue_push() but never 0. */
 size_t sp_span_queue_commit_placed(sp_span_queue_t *q, const sp_span_t *span);
