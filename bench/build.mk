@@ -46,10 +46,23 @@ bench-tools: $(BENCH_TOOLS) $(BENCH_BUILD)/serve_bench
 
 bench:
 	BENCH_FROM_MAKE=1 bench/run
+	$(MAKE) bench-time-split
 	$(MAKE) bench-keep
 	$(MAKE) bench-cli
 	$(MAKE) bench-serve
 	perl bench/report.pl build/bench/run "$${BENCH_OUT:-BENCHMARKS.md}" --quiet
+
+# Where a traced request's time goes, sampled on the server's CPU
+# (bench/time_split, on bench/run's configurations), for both servers. A
+# machine where perf cannot sample a CPU (perf_event_paranoid, a container)
+# gets a note in BENCHMARKS.md instead.
+bench-time-split:
+	@for s in apache nginx; do \
+	    rm -f build/bench/time_split-$$s.failed; \
+	    bench/time_split $$s r200 3 > /dev/null 2> build/bench/time_split-$$s.log \
+	    || { echo "bench/time_split $$s failed: $$(tail -1 build/bench/time_split-$$s.log)"; \
+	         tail -1 build/bench/time_split-$$s.log > build/bench/time_split-$$s.failed; }; \
+	done
 
 # spanprof serve (bench/serve): ingest rate, query times and database size
 # with SERVE_BENCH_SPANS (default 10,000,000) spans stored.

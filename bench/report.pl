@@ -743,6 +743,29 @@ if ($amp ne '') {
       $amp;
 }
 
+# bench/time_split (make bench-time-split): the server's CPU per request
+# sampled by shared object and function, A against C.
+{
+    my @ts;
+    for my $s ('apache', 'nginx') {
+        my $r = slurp("$W/../time_split/$s-r200/report.md");
+        my $failed = slurp("$W/../time_split-$s.failed");
+        if ($failed ne '') { chomp $failed; push @ts, "$s: not measured in this run ($failed).", "" }
+        elsif ($r ne '') { push @ts, "#### " . ($s eq 'apache' ? 'Apache (event MPM)' : 'nginx') . " r200", "", $r }
+    }
+    if (@ts) {
+        p "## Where a traced request's time goes, sampled", "",
+          "`bench/time_split` (run by make bench after bench/run, on its configurations): A and C run",
+          "side by side on CPU 1, warmed, and in each of 3 interleaved rounds of 12 s CPU 1 is sampled by",
+          "`perf record -e cpu-clock -F 2000` while wrk loads it from CPU 0. A row is the server's samples in",
+          "that shared object or function × 500 µs / the requests wrk counted, the mean of the rounds: time,",
+          "where callgrind counts instructions (a cache miss counts as one). The module's rows are what",
+          "spanprof's own code costs a request; the kernel's row moves by more than that between rounds",
+          "(in a VM its samples land where interrupts are enabled again), so C − A of the total is no",
+          "more exact than the tables above.", "", @ts;
+    }
+}
+
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
 # The request path and the gRPC path part by part (callgrind counts,
