@@ -404,6 +404,7 @@ sub config_row {
 # ---- write -----------------------------------------------------------------------
 my @md;
 sub p { push @md, @_ }
+my (@TS_SECTION, @TS_SUM);   # bench/time_split: its section, its sums
 
 p "# Benchmarks", "",
   "Measured by `make bench` (`bench/run`) on $meta{date}; everything in this file except the",
@@ -419,6 +420,81 @@ p "For scale (from the issue, return 200, one worker, `wrk -t1 -c32`): nginx-ote
   "C/A 0.77 (+2.4 µs of worker CPU per request), 0.86 with its collector down, and did not",
   "finish `nginx -s quit` while its collector hung.", "";
 
+# bench/time_split (make bench-time-split): the server's CPU per request
+# sampled by shared object and function, each configuration against its
+# base (C and G against A, D against C): first a summary by kind of code
+# against issue 29's targets, then each pair's tables.
+{
+    my %target = ('apache C - A' => 0.6, 'apache D - C' => 0.2,
+                  'nginx C - A' => 0.2, 'nginx D - C' => 0.05, 'nginx G - A' => 0.3);
+    my @ts;
+    for my $s ('apache', 'nginx') {
+        my $name = $s eq 'apache' ? 'Apache (event MPM)' : 'nginx';
+        my $r = slurp("$W/../time_split/$s-r200/report.md");
+        my $failed = slurp("$W/../time_split-$s.failed");
+        if ($failed ne '') { chomp $failed; push @ts, "$s: not measured in this run ($failed).", ""; next }
+        next if $r eq '';
+        # ns a request by kind of code, per configuration (mean of rounds)
+        my (%ns, %rounds);
+        if (open(my $fh, '<', "$W/../time_split/$s-r200/samples.tsv")) {
+            while (<$fh>) {
+                chomp;
+                my ($c, $round, $n, $samples, $what) = split /\t/;
+                next unless $n;
+                $rounds{$c}{$round} = 1;
+                my ($dso) = split / /, $what;
+                # the module with what it calls for itself: ld.so's TLS
+                # look-ups from a loaded module, libunwind in the sampler
+                my $kind = $dso =~ /^(mod_spanprof|ngx_http_spanprof_module)\.so$|^ld-linux|^libunwind/ ? 'module'
+                         : $dso =~ /^(libcurl|libnghttp2|libz)\./ ? 'transport'
+                         : $dso eq '[vdso]' || $what =~ /^libc\S* \S+ clock_gettime/ ? 'clock'
+                         # the event MPM's queue and nginx's waits: their
+                         # locks and futex calls (spanprof takes no lock on
+                         # the request path) count with the server
+                         : $what =~ /^libc\S* \S+ \S*(futex|lll_lock|pthread_mutex|pthread_cond|asynccancel)/ ? 'server'
+                         : $dso =~ /^libc\.so/ ? 'libc'
+                         : $dso eq '[kernel.kallsyms]' ? 'kernel' : 'server';
+                $ns{$c}{$kind} += $samples * 500000 / $n;
+                $ns{$c}{total} += $samples * 500000 / $n;
+            }
+            close $fh;
+        }
+        for my $c (keys %ns) { my $k = keys %{$rounds{$c}}; $ns{$c}{$_} /= $k for keys %{$ns{$c}} }
+        for my $line (split /\n/, $r) {
+            if ($line =~ /^\S+ r200, (\w) against (\w), /) {
+                my ($y, $x) = ($1, $2);
+                push @ts, "#### $name r200: $y − $x";
+                my $t = $target{"$s $y - $x"};
+                if ($ns{$x} && $ns{$y}) {
+                    my $d = sub { my $k = shift; sprintf '%+.0f', ($ns{$y}{$k} // 0) - ($ns{$x}{$k} // 0) };
+                    my $user = 0;
+                    $user += ($ns{$y}{$_} // 0) - ($ns{$x}{$_} // 0) for qw(module transport clock libc);
+                    push @TS_SUM, sprintf '| %s r200 %s − %s | %s | %s | %s | %s | %s | **%+.0f** | %s | %s | %s |',
+                        $name, $y, $x, defined $t ? sprintf('≤ %.0f', $t * 1000) : '',
+                        $d->('module'), $d->('transport'), $d->('clock'), $d->('libc'), $user,
+                        $d->('server'), $d->('kernel'), $d->('total');
+                }
+                next;
+            }
+            push @ts, $line;
+        }
+        push @ts, "";
+    }
+    if (@ts) {
+        @TS_SECTION = ("## Where a traced request's time goes, sampled", "",
+          "`bench/time_split` (run by make bench after bench/run, on its configurations): A, C, D (and",
+          "G for nginx) run side by side on CPU 1, warmed, and in each of 3 interleaved rounds of 12 s",
+          "CPU 1 is sampled by `perf record -e cpu-clock -F 2000` while wrk loads it from CPU 0. A row is",
+          "the server's samples in that shared object or function × 500 µs / the requests wrk counted,",
+          "the mean of the rounds: time, where callgrind counts instructions (a cache miss counts as one).",
+          "The module's rows are what spanprof's own code costs a request; the kernel's row moves by",
+          "microseconds between rounds (in a VM its samples land where interrupts are enabled again), so",
+          "the difference of the totals is no more exact than the tables above. The sums by kind of code",
+          "are in the Issue 29 section.", "", @ts);
+    }
+}
+
+
 p "## Issue 29: the request path near its limit", "",
   "Worker (Apache: child) CPU per request added by each step, in this run: the difference of",
   "the medians of the tables below (met or not is decided on it), and the differences round by",
@@ -430,6 +506,21 @@ p "## Issue 29: the request path near its limit", "",
   "Where each nanosecond goes: the request path and the gRPC path part by part, after the Analysis",
   "(`bench/request_path.md`, `bench/grpc_path.md`).", "",
   "| Target | Result | Numbers |", "| --- | --- | --- |", @i29, "";
+if (@TS_SUM) {
+    p "The same steps sampled in time (`bench/time_split`, this run; the section \"Where a traced",
+      "request's time goes, sampled\" has each pair by function): ns per request, each configuration",
+      "against its base. The module's code (with ld.so's TLS look-ups it makes and libunwind's",
+      "unwinding in D), libcurl and nghttp2 (the transport), the clock reads (vDSO and libc's",
+      "wrapper), libc's other functions (copies, allocation), and their sum: spanprof's user space,",
+      "which moves by about ±10% from run to run where the medians above move by more than the",
+      "targets. Then the server's own code (nginx, or apache2 with APR, its modules and libc's lock",
+      "and futex calls: the event MPM's queue), the kernel, and the total. The server's and the",
+      "kernel's rows hold no spanprof code but the exporter's sends (in the kernel's row, with the",
+      "loopback receiver's half of each TCP transfer): they move with how the load falls on the",
+      "CPU, round by round.", "",
+      "| pair | target | module | transport | clock | libc | **user space** | server | kernel | total |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", @TS_SUM, "";
+}
 
 p "## Issue 28: wall-clock and memory profiling", "",
   "W is D with `otel_profiling_types cpu wall;` (`OtelProfilingTypes cpu wall`), wall clock at",
@@ -744,91 +835,9 @@ if ($amp ne '') {
       $amp;
 }
 
-# bench/time_split (make bench-time-split): the server's CPU per request
-# sampled by shared object and function, each configuration against its
-# base (C and G against A, D against C): first a summary by kind of code
-# against issue 29's targets, then each pair's tables.
-{
-    my %target = ('apache C - A' => 0.6, 'apache D - C' => 0.2,
-                  'nginx C - A' => 0.2, 'nginx D - C' => 0.05, 'nginx G - A' => 0.3);
-    my (@sum, @ts);
-    for my $s ('apache', 'nginx') {
-        my $name = $s eq 'apache' ? 'Apache (event MPM)' : 'nginx';
-        my $r = slurp("$W/../time_split/$s-r200/report.md");
-        my $failed = slurp("$W/../time_split-$s.failed");
-        if ($failed ne '') { chomp $failed; push @ts, "$s: not measured in this run ($failed).", ""; next }
-        next if $r eq '';
-        # ns a request by kind of code, per configuration (mean of rounds)
-        my (%ns, %rounds);
-        if (open(my $fh, '<', "$W/../time_split/$s-r200/samples.tsv")) {
-            while (<$fh>) {
-                chomp;
-                my ($c, $round, $n, $samples, $what) = split /\t/;
-                next unless $n;
-                $rounds{$c}{$round} = 1;
-                my ($dso) = split / /, $what;
-                # the module with what it calls for itself: ld.so's TLS
-                # look-ups from a loaded module, libunwind in the sampler
-                my $kind = $dso =~ /^(mod_spanprof|ngx_http_spanprof_module)\.so$|^ld-linux|^libunwind/ ? 'module'
-                         : $dso =~ /^(libcurl|libnghttp2|libz)\./ ? 'transport'
-                         : $dso eq '[vdso]' || $what =~ /^libc\S* \S+ clock_gettime/ ? 'clock'
-                         # the event MPM's queue and nginx's waits: their
-                         # locks and futex calls (spanprof takes no lock on
-                         # the request path) count with the server
-                         : $what =~ /^libc\S* \S+ \S*(futex|lll_lock|pthread_mutex|pthread_cond|asynccancel)/ ? 'server'
-                         : $dso =~ /^libc\.so/ ? 'libc'
-                         : $dso eq '[kernel.kallsyms]' ? 'kernel' : 'server';
-                $ns{$c}{$kind} += $samples * 500000 / $n;
-                $ns{$c}{total} += $samples * 500000 / $n;
-            }
-            close $fh;
-        }
-        for my $c (keys %ns) { my $k = keys %{$rounds{$c}}; $ns{$c}{$_} /= $k for keys %{$ns{$c}} }
-        for my $line (split /\n/, $r) {
-            if ($line =~ /^\S+ r200, (\w) against (\w), /) {
-                my ($y, $x) = ($1, $2);
-                push @ts, "#### $name r200: $y − $x", "";
-                my $t = $target{"$s $y - $x"};
-                if ($ns{$x} && $ns{$y}) {
-                    my $d = sub { my $k = shift; sprintf '%+.0f', ($ns{$y}{$k} // 0) - ($ns{$x}{$k} // 0) };
-                    my $user = 0;
-                    $user += ($ns{$y}{$_} // 0) - ($ns{$x}{$_} // 0) for qw(module transport clock libc);
-                    push @sum, sprintf '| %s r200 %s − %s | %s | %s | %s | %s | %s | **%+.0f** | %s | %s | %s |',
-                        $name, $y, $x, defined $t ? sprintf('≤ %.0f', $t * 1000) : '',
-                        $d->('module'), $d->('transport'), $d->('clock'), $d->('libc'), $user,
-                        $d->('server'), $d->('kernel'), $d->('total');
-                }
-                next;
-            }
-            push @ts, $line;
-        }
-        push @ts, "";
-    }
-    if (@ts) {
-        p "## Where a traced request's time goes, sampled", "",
-          "`bench/time_split` (run by make bench after bench/run, on its configurations): A, C, D (and",
-          "G for nginx) run side by side on CPU 1, warmed, and in each of 3 interleaved rounds of 12 s",
-          "CPU 1 is sampled by `perf record -e cpu-clock -F 2000` while wrk loads it from CPU 0. A row is",
-          "the server's samples in that shared object or function × 500 µs / the requests wrk counted,",
-          "the mean of the rounds: time, where callgrind counts instructions (a cache miss counts as one).",
-          "The module's rows are what spanprof's own code costs a request; the kernel's row moves by",
-          "microseconds between rounds (in a VM its samples land where interrupts are enabled again), so",
-          "the difference of the totals is no more exact than the tables above.", "";
-        if (@sum) {
-            p "In ns per request, each configuration against its base: the module's code (with ld.so's TLS",
-              "look-ups it makes and libunwind's unwinding in D), libcurl and nghttp2 (the transport), the",
-              "clock reads (vDSO and libc's wrapper), libc's other functions (copies, allocation), and",
-              "their sum (spanprof's user space); then the server's own code (nginx, or apache2 with APR,",
-              "its modules and libc's lock and futex calls: the event MPM's queue), the kernel, and the",
-              "total. The server's and the kernel's rows hold no spanprof code (the exporter's sends",
-              "are in the kernel's row, with the loopback receiver's half of each TCP transfer): they move",
-              "with how the load falls on the CPU, round by round.", "",
-              "| pair | target | module | transport | clock | libc | **user space** | server | kernel | total |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", @sum, "";
-        }
-        p @ts;
-    }
-}
+# bench/time_split's section (computed before the Issue 29 section, which
+# shows its summary).
+p @TS_SECTION;
 
 my $analysis = slurp("bench/analysis.md");
 p "## Analysis", "", ($analysis ne '' ? $analysis : "Not written yet.\n");
