@@ -1251,6 +1251,8 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
         spanprof_mark_routes(pconf, s);
     }
     spanprof_mark_active(s);
+    /* In the parent, before the children fork: they inherit the choice. */
+    sp_clock_init();
     spanprof_globals.env_named = spanprof_names_env(ap_conftree);
     spanprof_globals.foreign_module = spanprof_foreign_module();
     spanprof_globals.env_handler = spanprof_globals.env_named

@@ -1381,6 +1381,9 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
         return NGX_OK;
     }
 
+    /* In the master, before the workers fork: they inherit the choice. */
+    sp_clock_init();
+
     if (mcf->trace_line && !mcf->exporter_set) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "\"otel_trace\" is enabled in %V:%ui but no "

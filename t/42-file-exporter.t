@@ -6,6 +6,7 @@ use strict;
 use warnings;
 use lib 't/lib';
 use Test::More;
+use Time::HiRes qw(time);
 use SpanProf::Test;
 
 need_module();
@@ -92,5 +93,42 @@ subtest 'flushed at quit' => sub {
     is scalar(grep { ($_->{attrs}{'url.path'} // '') =~ m{^/f/q\d$} } @spans), 3, 'the 3 queued spans were written'
         or diag $ngx->error_log_tail(20);
 };
+
+# The span clock (common/base/clock.h): the time-stamp counter where the
+# kernel keeps time with it, clock_gettime with SPANPROF_CLOCK=clock_gettime
+# (or elsewhere). Either way a span lies within the requests' wall-clock
+# window, as the status API says which clock it was.
+for my $mode ('default', 'clock_gettime') {
+    subtest "span times against the wall clock: $mode" => sub {
+        my $want = $mode eq 'clock_gettime' ? 0 : tsc_clock_expected();
+        (my $conf = $CONF) =~ s/%%INTERVAL%%/100ms/;
+        $conf =~ s/(    location \/f\/)/    location = \/api { otel_trace off; otel_api; }\n$1/;
+        my $ngx = start_nginx(conf => $conf, dirs => ['otel'],
+                              env => $mode eq 'default' ? {} : { SPANPROF_CLOCK => $mode });
+        my $file = $ngx->prefix . '/otel/traces.jsonl';
+        my $before = time;
+        http_get($ngx->port, "/f/$_") for 1 .. 20;
+        my $after = time;
+        my @spans;
+        ok wait_until(10, sub { @spans = server_spans(file_spans($file)); @spans >= 20 }),
+            '20 spans' or return diag($ngx->error_log_tail(20));
+        # Time::HiRes's float is good to a microsecond; 1 ms of slack
+        my ($lo, $hi) = (($before - 0.001) * 1e9, ($after + 0.001) * 1e9);
+        my @bad = grep { $_->{start} < $lo || $_->{end} > $hi || $_->{end} < $_->{start} } @spans;
+        is scalar(@bad), 0, "every span within the requests' window ("
+            . sprintf('%.6f-%.6f', $before, $after) . ')'
+            or diag join "\n", map { "$_->{start} $_->{end}" } @bad;
+        my ($tsc) = api_counter($ngx->port, '/api', 'clock_tsc');
+        is $tsc, $want, "status: clock_tsc $want";
+        # published at the worker's next status tick
+        my $rebases;
+        wait_until($want ? 3 : 0.5, sub { ($rebases) = api_counter($ngx->port, '/api', 'clock_rebases');
+                            $want ? $rebases > 0 : 0 });
+        ok $want ? $rebases > 0 : $rebases == 0, "status: clock_rebases $rebases";
+        my ($resets) = api_counter($ngx->port, '/api', 'clock_rate_resets');
+        is $resets, 0, 'status: no rate thrown away';
+        $ngx->stop;
+    };
+}
 
 done_testing;

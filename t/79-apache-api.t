@@ -105,6 +105,13 @@ for my $mpm (apache_mpms()) {
         my $lr = $sum->($js, 'label_records');
         ok $lr >= 64 && $lr % 64 == 0, "label_records $lr: slabs of 64 made by the profiling children";
         is $sum->($js, 'label_records_failed'), 0, 'label_records_failed 0';
+        # The span clock, chosen in the parent (common/base/clock.h): every
+        # child reads the time-stamp counter where the kernel does.
+        my $tsc = tsc_clock_expected();
+        is $_->{counters}{clock_tsc}, $tsc, "child $_->{pid}: clock_tsc $tsc" for @{ $js->{workers} };
+        ok $tsc ? $sum->($js, 'clock_rebases') > 0 : $sum->($js, 'clock_rebases') == 0,
+            'clock_rebases ' . $sum->($js, 'clock_rebases');
+        is $sum->($js, 'clock_rate_resets'), 0, 'clock_rate_resets 0';
 
         $r = http_get($port, '/api?format=prometheus');
         like $r->{headers}{'content-type'} // '', qr{^text/plain; version=0\.0\.4}, 'Prometheus content type';

@@ -85,6 +85,7 @@ static void
 collect(sp_exporter_t *e, sp_status_t *st)
 {
     sp_exporter_stats_t  es;
+    sp_clock_stats_t     cs;
     sp_sampler_stats_t   ss;
     sp_keep_stats_t      ks;
     sp_load_shedder_stats_t      ls;
@@ -111,6 +112,12 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_export_h2c_reconnects] = es.h2c_reconnects;
     st->v[SP_ST_queue_depth] = es.queue_depth;
     st->v[SP_ST_queue_rewinds] = es.queue_rewinds;
+
+    sp_clock_get_stats(&cs);
+    st->v[SP_ST_clock_tsc] = (uint64_t) cs.tsc;
+    st->v[SP_ST_clock_rebases] = cs.rebases;
+    st->v[SP_ST_clock_rate_resets] = cs.rate_resets;
+
     st->v[SP_ST_profile_samples] = es.profile_samples;
     st->v[SP_ST_profile_builder_dropped] = es.profile_builder_dropped;
     st->v[SP_ST_profiles_exported] = es.profiles_exported;

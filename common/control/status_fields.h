@@ -72,6 +72,12 @@
     X(queue_depth, GAUGE, "Spans waiting in the span queue")                  \
     X(queue_rewinds, COUNTER,                                                 \
       "Times the span queue went back to the start of its buffer early")     \
+    X(clock_tsc, GAUGE,                                                       \
+      "1 when timestamps are read from the CPU's time-stamp counter")         \
+    X(clock_rebases, COUNTER,                                                 \
+      "Times the counter's scale was measured again against CLOCK_REALTIME")  \
+    X(clock_rate_resets, COUNTER,                                             \
+      "Counter rates thrown away (the clock stepped or the rate jumped)")     \
     X(samples_taken, COUNTER, "CPU samples written to the sample ring")       \
     X(samples_dropped_ring_full, COUNTER,                                     \
       "CPU samples dropped because the sample ring was full")                 \

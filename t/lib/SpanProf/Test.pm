@@ -398,6 +398,7 @@ our @EXPORT = qw(
     wait_for_spans sync_spans read_jsonl spans_from_json
     span_summary server_spans client_spans by_path wait_until
     rand_hex parse_echo save_sanitizer_lines test_ca_pem bad_ca_dir api_counter
+    tsc_clock_expected
 );
 
 my $ROOT = abs_path(dirname(abs_path(__FILE__)) . '/../../..');
@@ -512,6 +513,20 @@ sub api_counter {
     my $ps = 0;
     $ps += $1 while $p->{content} =~ /^spanprof_\Q$name\E_total\{worker="\d+"\} (\d+)$/mg;
     return ($js, $ps);
+}
+
+# Whether the module's clock should read the time-stamp counter here
+# (common/base/clock.h): x86-64, an invariant counter, and the kernel's
+# clocksource "tsc".
+sub tsc_clock_expected {
+    return 0 unless `uname -m` =~ /^x86_64/;
+    open(my $cs, '<', '/sys/devices/system/clocksource/clocksource0/current_clocksource') or return 0;
+    my $name = <$cs> // '';
+    return 0 unless $name =~ /^tsc\s*$/;
+    open(my $ci, '<', '/proc/cpuinfo') or return 0;
+    local $/;
+    my $flags = <$ci> // '';
+    return $flags =~ /\bconstant_tsc\b/ && $flags =~ /\bnonstop_tsc\b/ ? 1 : 0;
 }
 
 sub wait_until {

@@ -1,0 +1,206 @@
+/* The span clock (common/base/clock.h): the counter's readings against
+ * CLOCK_REALTIME, read from threads and a signal handler at once, its
+ * recovery from a wall clock that went back, and clock_gettime mode. */
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "tap.h"
+#include "common/base/clock.h"
+
+#define THREADS  4
+
+
+/* For ms milliseconds: each reading taken between two clock_gettime reads
+ * no more than 2 us apart, its distance out of that window. Returns how
+ * many were checked; *worst in ns, *near how many were within 200 ns. */
+static uint64_t
+against_realtime(unsigned ms, uint64_t *worst, uint64_t *near)
+{
+    uint64_t  n = 0, r1, t, r2, end, o;
+
+    *worst = 0;
+    *near = 0;
+    end = sp_clock_realtime_ns() + (uint64_t) ms * 1000000;
+    for ( ;; ) {
+        r1 = sp_clock_realtime_ns();
+        t = sp_now_ns();
+        r2 = sp_clock_realtime_ns();
+        if (r1 > end) {
+            return n;
+        }
+        if (r2 - r1 > 2000) {
+            continue;               /* preempted between the reads */
+        }
+        o = t < r1 ? r1 - t : t > r2 ? t - r2 : 0;
+        *worst = o > *worst ? o : *worst;
+        *near += o <= 200;
+        n++;
+    }
+}
+
+
+static atomic_int       stop;
+static atomic_uint_fast64_t  handler_reads, handler_bad;
+
+static void
+on_alarm(int sig)
+{
+    uint64_t  r1, t, r2;
+
+    r1 = sp_clock_realtime_ns();
+    t = sp_now_ns();
+    r2 = sp_clock_realtime_ns();
+    atomic_fetch_add(&handler_reads, 1);
+    if (t + 5000 < r1 || t > r2 + 5000) {
+        atomic_fetch_add(&handler_bad, 1);
+    }
+}
+
+
+typedef struct {
+    uint64_t  reads;
+    uint64_t  back;         /* largest step back between two readings */
+} reader_t;
+
+static void *
+reader(void *arg)
+{
+    reader_t  *rd = arg;
+    uint64_t   prev = sp_now_ns(), t;
+
+    while (!atomic_load(&stop)) {
+        t = sp_now_ns();
+        if (t < prev && prev - t > rd->back) {
+            rd->back = prev - t;
+        }
+        prev = t;
+        rd->reads++;
+    }
+    return NULL;
+}
+
+
+int
+main(void)
+{
+    uint64_t          n, worst, near, before, t, r;
+    unsigned          cur, i;
+    pthread_t         th[THREADS];
+    reader_t          rd[THREADS];
+    sp_clock_stats_t  st;
+    struct itimerval  it;
+    struct sigaction  sa;
+
+    /* clock_gettime mode: the readings are CLOCK_REALTIME's. */
+    is_int(sp_clock_use(SP_CLOCK_GETTIME), SP_CLOCK_GETTIME,
+           "clock_gettime mode");
+    is_str(sp_clock_name(), "clock_gettime", "named clock_gettime");
+    r = sp_clock_realtime_ns();
+    t = sp_now_ns();
+    ok(t >= r && t - r < 1000000, "a reading is CLOCK_REALTIME's");
+    sp_clock_get_stats(&st);
+    ok(st.tsc == 0 && st.rebases == 0, "no counter, no rebase");
+
+#if !defined(__x86_64__)
+    ok(1, "no time-stamp counter here: the rest skipped");
+    return done_testing();
+#else
+    is_int(sp_clock_use(SP_CLOCK_TSC), SP_CLOCK_TSC, "counter mode");
+    is_str(sp_clock_name(), "tsc", "named tsc");
+
+    /* The readings against CLOCK_REALTIME, over 75 scales. */
+    n = against_realtime(300, &worst, &near);
+    sp_clock_get_stats(&st);
+    ok(n > 10000, "%llu readings checked", (unsigned long long) n);
+    ok(st.tsc == 1, "stats: counter mode");
+    ok(st.rebases >= 20, "rebased %llu times in 300 ms (every 4 ms)",
+       (unsigned long long) st.rebases);
+    ok(near * 2 > n, "%llu of %llu within 200 ns of CLOCK_REALTIME",
+       (unsigned long long) near, (unsigned long long) n);
+    ok(worst <= 5000, "worst distance from CLOCK_REALTIME %llu ns",
+       (unsigned long long) worst);
+    is_int(st.rate_resets, 0, "no rate thrown away");
+
+    /* The fast path: a reading costs no clock_gettime. Rebases are at most
+     * one per 4 ms whatever the number of reads. */
+    before = st.rebases;
+    r = sp_clock_realtime_ns();
+    for (i = 0; i < 1000000; i++) {
+        t = sp_now_ns();
+    }
+    r = sp_clock_realtime_ns() - r;
+    sp_clock_get_stats(&st);
+    ok(st.rebases - before <= r / SP_CLOCK_REBASE_NS + 1,
+       "1M readings in %llu ns: %llu rebases", (unsigned long long) r,
+       (unsigned long long) (st.rebases - before));
+
+    /* Four threads and a 10 kHz signal handler reading at once. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    memset(rd, 0, sizeof(rd));
+    for (i = 0; i < THREADS; i++) {
+        pthread_create(&th[i], NULL, reader, &rd[i]);
+    }
+    it.it_interval.tv_sec = 0;
+    it.it_interval.tv_usec = 100;
+    it.it_value = it.it_interval;
+    setitimer(ITIMER_REAL, &it, NULL);
+    n = against_realtime(300, &worst, &near);
+    memset(&it, 0, sizeof(it));
+    setitimer(ITIMER_REAL, &it, NULL);
+    atomic_store(&stop, 1);
+    for (i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ok(rd[i].reads > 1000 && rd[i].back <= 2000,
+           "thread %u: %llu readings, largest step back %llu ns", i,
+           (unsigned long long) rd[i].reads,
+           (unsigned long long) rd[i].back);
+    }
+    ok(atomic_load(&handler_reads) > 100, "%llu readings in the handler",
+       (unsigned long long) atomic_load(&handler_reads));
+    is_int(atomic_load(&handler_bad), 0,
+           "handler readings within 5 us of CLOCK_REALTIME");
+    ok(worst <= 5000, "with threads: worst distance %llu ns (%llu of %llu "
+       "within 200)", (unsigned long long) worst, (unsigned long long) near,
+       (unsigned long long) n);
+
+    /* The wall clock went back a second (as a step would): the next rebase
+     * finds the scale's base after now, throws its rate away, counts it,
+     * and measures again; the readings follow CLOCK_REALTIME throughout. */
+    sp_clock_get_stats(&st);
+    before = st.rate_resets;
+    cur = atomic_load(&sp_clock.cur) & 1;
+    atomic_fetch_add(&sp_clock.scale[cur].seq, 1);
+    atomic_fetch_add(&sp_clock.scale[cur].ns, 1000000000u);
+    atomic_store(&sp_clock.scale[cur].limit, 0);
+    atomic_fetch_add(&sp_clock.scale[cur].seq, 1);
+    n = against_realtime(50, &worst, &near);
+    sp_clock_get_stats(&st);
+    is_int(st.rate_resets - before, 1, "the step back: one rate reset");
+    ok(worst <= 5000, "after it: worst distance %llu ns",
+       (unsigned long long) worst);
+    ok(atomic_load(&sp_clock.scale[atomic_load(&sp_clock.cur) & 1].mult)
+       != 0, "a rate measured again");
+
+    /* While another thread rebases (the flag held), readings are
+     * clock_gettime's. */
+    atomic_flag_test_and_set(&sp_clock.busy);
+    cur = atomic_load(&sp_clock.cur) & 1;
+    atomic_store(&sp_clock.scale[cur].limit, 0);
+    r = sp_clock_realtime_ns();
+    t = sp_now_ns();
+    ok(t >= r && t - r < 1000000, "busy: a reading is CLOCK_REALTIME's");
+    atomic_flag_clear(&sp_clock.busy);
+
+    return done_testing();
+#endif
+}
