@@ -15,6 +15,7 @@
 #include "common/base/arena.h"
 #include "common/base/buf.h"
 #include "common/base/clock.h"
+#include "common/base/prefetch.h"
 #include "common/base/url_mask.h"
 #include "common/export/backoff.h"
 #include "common/export/exporter.h"
@@ -1085,16 +1086,12 @@ void
 sp_exporter_span_prefetch(sp_exporter_t *e)
 {
     sp_span_t  *s = span_scratch;
-    size_t      i;
 
     /* The span's fields before its storage (ids, times, counts, where its
      * attributes go): the lines sp_span_init() and the server's span
      * writer touch whatever the span holds. */
     if (s != NULL) {
-        for (i = 0; i < offsetof(sp_span_t, events); i += 64) {
-            __builtin_prefetch((char *) s + i, 1, 3);
-        }
-        __builtin_prefetch((char *) s + offsetof(sp_span_t, events) - 1, 1, 3);
+        sp_prefetch_for_write(s, (char *) s + offsetof(sp_span_t, events));
     }
     sp_span_queue_prefetch(e->queue);
 }

@@ -1,6 +1,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/base/prefetch.h"
 #include "common/trace/record_ring.h"
 
 /* Each record starts with one 8-byte header word: the record's length in
@@ -263,15 +264,12 @@ sp_record_ring_commit(sp_record_ring_t *r, void *rec)
 void
 sp_record_ring_prefetch(sp_record_ring_t *r, size_t len)
 {
-    uint64_t        off = atomic_load_explicit(&r->head, memory_order_relaxed)
-                          & r->mask;
-    unsigned char  *p = r->buf + (off & ~(uint64_t) 63);
-    unsigned char  *end = r->buf + (off + len > r->mask + 1 ? r->mask + 1
-                                                           : off + len);
+    uint64_t  off = atomic_load_explicit(&r->head, memory_order_relaxed)
+                    & r->mask;
 
-    for ( ; p < end; p += 64) {
-        __builtin_prefetch(p, 1, 3);
-    }
+    sp_prefetch_for_write(r->buf + off,
+                          r->buf + (off + len > r->mask + 1 ? r->mask + 1
+                                                            : off + len));
 }
 
 size_t
