@@ -14,6 +14,10 @@
 #define PAD        2u
 #define LEN_MASK   (~(uint64_t) 7)
 
+/* How far ahead of its walk a peek asks for the records' lines: about ten
+ * spans, the lines a memory latency takes to walk over. */
+#define PEEK_AHEAD  4096u
+
 /* An empty one-thread ring is rewound to its start once this far in (or
  * half way, in a smaller ring). */
 #define REWIND_MIN  (64 * 1024)
@@ -300,7 +304,7 @@ sp_record_ring_room_unpadded(sp_record_ring_t *r)
 size_t
 sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
 {
-    uint64_t  pos, w, h;
+    uint64_t  pos, w, h, pf, ahead;
     size_t    n = 0;
 
     pos = r->peeked == 0 ? atomic_load_explicit(&r->tail, memory_order_relaxed)
@@ -323,12 +327,17 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
             atomic_store_explicit(&r->tail, pos, memory_order_release);
         }
     }
+    /* The records were written a batch ago and have left the nearer
+     * caches, and each step of the walk waits for the header the last one
+     * pointed to: every line up to PEEK_AHEAD bytes ahead is asked for,
+     * each once, so that the headers (and the bytes the sender copies
+     * next) are near when reached. Prefetching any address is harmless. */
+    pf = pos & ~(uint64_t) 63;
     while (n < max && pos < h) {
-        /* The records were written a batch ago and may have left the
-         * cache: fetch ahead of the walk, whose next step depends on this
-         * header (prefetching any address is harmless). */
-        __builtin_prefetch(r->buf + ((pos + 512) & r->mask));
-        __builtin_prefetch(r->buf + ((pos + 1024) & r->mask));
+        ahead = pos + PEEK_AHEAD < h ? pos + PEEK_AHEAD : h;
+        for ( ; pf < ahead; pf += 64) {
+            __builtin_prefetch(r->buf + (pf & r->mask));
+        }
         w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
         if (!(w & COMMITTED)) {
             break;
