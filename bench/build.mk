@@ -20,11 +20,11 @@ BENCH_CFLAGS := $(CORE_CFLAGS) -O2 -g
 # read where the rule is, so every tool is named here, before bench-tools.
 BENCH_TOOLS  := $(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench \
                 $(BENCH_BUILD)/keep_cost $(BENCH_BUILD)/receiver \
-                $(BENCH_BUILD)/alloc_cost
+                $(BENCH_BUILD)/alloc_cost $(BENCH_BUILD)/clock_cost
 
 .PHONY: bench bench-tools bench-cli bench-keep bench-serve
 
-$(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench $(BENCH_BUILD)/keep_cost: $(BENCH_BUILD)/%: bench/%.c $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
+$(BENCH_BUILD)/sample_cost $(BENCH_BUILD)/encode_bench $(BENCH_BUILD)/keep_cost $(BENCH_BUILD)/clock_cost: $(BENCH_BUILD)/%: bench/%.c $(COMMON_SRCS) $(COMMON_HDRS) $(GEN)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -rdynamic -o $@ $< $(COMMON_SRCS) $(GEN_SRCS) $(CORE_LIBS)
 

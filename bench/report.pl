@@ -313,6 +313,13 @@ my %alloc;
     ($alloc{sampled}, $alloc{nsampled}) = $t =~ /sampled\s+([\d.]+)\s+\((\d+) sampled in all\)/;
     ($alloc{pairs}) = $t =~ /best of (\d+ x \d+)/;
 }
+my %clock;
+{
+    my $t = -e "$W/clock_cost.txt" ? slurp("$W/clock_cost.txt") : '';
+    ($clock{gettime}) = $t =~ /^clock_gettime ([\d.]+) ns per read/m;
+    ($clock{tsc}) = $t =~ /^tsc ([\d.]+) ns per read/m;
+    ($clock{rounds}, $clock{chosen}) = $t =~ /best of (\d+ rounds of \d+ reads); sp_clock_init\(\) here chooses (\S+)/;
+}
 my (@i29, @i28);
 {
     my $dl = sub { my ($S, $rows, $wl, $x, $y) = @_; delta($S, $rows, $wl, $x, $y) };
@@ -689,6 +696,22 @@ if (defined $alloc{per_call}) {
       sprintf("| malloc+free pair, hooks installed, 512 KiB mean interval (almost every call unsampled) | %.2f |", $alloc{on}),
       sprintf("| **added per call, unsampled** (target ≤ 5 ns) | **%+.2f** |", $alloc{per_call}),
       sprintf("| malloc(64 KiB)+free pair, every allocation sampled (unwind, stack, live table, ring; %s sampled) | %.0f |", $alloc{nsampled} // '?', $alloc{sampled} // 0), "";
+}
+
+if (defined $clock{gettime}) {
+    p "## One timestamp", "",
+      "`build/bench/clock_cost` (bench/clock_cost.c): `sp_now_ns()` back to back on CPU 1, reading the",
+      "time-stamp counter scaled to CLOCK_REALTIME (common/base/clock.h), and reading",
+      "`clock_gettime(CLOCK_REALTIME)`, in alternating rounds; each figure is the best round's",
+      "(" . ($clock{rounds} // '?') . "). nginx reads two a traced request (its span's start and end), Apache one",
+      "(the end; the start is httpd's `request_time`); the sampler one a sample. The modules use the",
+      "counter where the kernel's clocksource is `tsc` (here: " . ($clock{chosen} // '?') . ").", "",
+      "| Read | ns |", "| --- | ---: |",
+      sprintf("| clock_gettime(CLOCK_REALTIME) (vDSO) | %.2f |", $clock{gettime}),
+      (defined $clock{tsc}
+       ? (sprintf("| the counter, scaled | %.2f |", $clock{tsc}),
+          sprintf("| **saved per read** | **%.2f** |", $clock{gettime} - $clock{tsc}))
+       : ("| the counter, scaled | not available here |")), "";
 }
 
 p "## Collector that accepts and never answers", "",
