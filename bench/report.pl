@@ -8,6 +8,9 @@
 # this run's bench/serve numbers.
 use strict;
 use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use TimeSplitSums qw(ns_by_kind pair_sums);
 
 my ($W, $out, $quiet) = @ARGV;
 die "usage: $0 RUN_DIR OUT.md [--quiet]\n" unless $W && $out;
@@ -442,43 +445,17 @@ p "For scale (from the issue, return 200, one worker, `wrk -t1 -c32`): nginx-ote
         if ($failed ne '') { chomp $failed; push @ts, "$s: not measured in this run ($failed).", ""; next }
         next if $r eq '';
         # ns a request by kind of code, per configuration (mean of rounds)
-        my (%ns, %rounds);
-        if (open(my $fh, '<', "$W/../time_split/$s-r200/samples.tsv")) {
-            while (<$fh>) {
-                chomp;
-                my ($c, $round, $n, $samples, $what) = split /\t/;
-                next unless $n;
-                $rounds{$c}{$round} = 1;
-                my ($dso) = split / /, $what;
-                # the module with what it calls for itself: ld.so's TLS
-                # look-ups from a loaded module, libunwind in the sampler
-                my $kind = $dso =~ /^(mod_spanprof|ngx_http_spanprof_module)\.so$|^ld-linux|^libunwind/ ? 'module'
-                         : $dso =~ /^(libcurl|libnghttp2|libz)\./ ? 'transport'
-                         : $dso eq '[vdso]' || $what =~ /^libc\S* \S+ clock_gettime/ ? 'clock'
-                         # the event MPM's queue and nginx's waits: their
-                         # locks and futex calls (spanprof takes no lock on
-                         # the request path) count with the server
-                         : $what =~ /^libc\S* \S+ \S*(futex|lll_lock|pthread_mutex|pthread_cond|asynccancel)/ ? 'server'
-                         : $dso =~ /^libc\.so/ ? 'libc'
-                         : $dso eq '[kernel.kallsyms]' ? 'kernel' : 'server';
-                $ns{$c}{$kind} += $samples * 500000 / $n;
-                $ns{$c}{total} += $samples * 500000 / $n;
-            }
-            close $fh;
-        }
-        for my $c (keys %ns) { my $k = keys %{$rounds{$c}}; $ns{$c}{$_} /= $k for keys %{$ns{$c}} }
+        my $ns = ns_by_kind("$W/../time_split/$s-r200/samples.tsv") || {};
         for my $line (split /\n/, $r) {
             if ($line =~ /^\S+ r200, (\w) against (\w), /) {
                 my ($y, $x) = ($1, $2);
                 push @ts, "#### $name r200: $y − $x";
                 my $t = $target{"$s $y - $x"};
-                if ($ns{$x} && $ns{$y}) {
-                    my $d = sub { my $k = shift; sprintf '%+.0f', ($ns{$y}{$k} // 0) - ($ns{$x}{$k} // 0) };
-                    my $user = 0;
-                    $user += ($ns{$y}{$_} // 0) - ($ns{$x}{$_} // 0) for qw(module transport clock libc);
+                if (my $sum = pair_sums($ns, $y, $x)) {
+                    my $d = sub { sprintf '%+.0f', $sum->{ $_[0] } };
                     push @TS_SUM, sprintf '| %s r200 %s − %s | %s | %s | %s | %s | %s | **%+.0f** | %s | %s | %s |',
                         $name, $y, $x, defined $t ? sprintf('≤ %.0f', $t * 1000) : '',
-                        $d->('module'), $d->('transport'), $d->('clock'), $d->('libc'), $user,
+                        $d->('module'), $d->('transport'), $d->('clock'), $d->('libc'), $sum->{user},
                         $d->('server'), $d->('kernel'), $d->('total');
                 }
                 next;
