@@ -1,13 +1,12 @@
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
 #include "common/base/clock.h"
+#include "common/base/file_read.h"
 
 /* Readers load mode, cur and a scale: one or two cache lines, written by
  * one thread every SP_CLOCK_REBASE_NS. */
@@ -32,22 +31,20 @@ _Alignas(64) sp_clock_t  sp_clock = { .busy = ATOMIC_FLAG_INIT };
 static int
 clocksource_is_tsc(void)
 {
-    int      fd;
-    char     buf[16];
-    ssize_t  n;
+    int      tsc;
+    char    *name, err[128];
+    size_t   len;
 
-    fd = open("/sys/devices/system/clocksource/clocksource0/"
-              "current_clocksource", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    /* A sysfs attribute: 4096 bytes by its size, a line by its contents. */
+    if (sp_file_read_all("/sys/devices/system/clocksource/clocksource0/"
+                         "current_clocksource", 4096, &name, &len, err,
+                         sizeof(err)) != 0)
+    {
         return 0;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return 0;
-    }
-    buf[n] = '\0';
-    return strcmp(buf, "tsc\n") == 0 || strcmp(buf, "tsc") == 0;
+    tsc = strcmp(name, "tsc\n") == 0 || strcmp(name, "tsc") == 0;
+    free(name);
+    return tsc;
 }
 
 
@@ -94,14 +91,6 @@ sp_clock_use(int mode)
     atomic_store_explicit(&sp_clock.mode, (unsigned) mode,
                           memory_order_relaxed);
     return mode;
-}
-
-
-const char *
-sp_clock_name(void)
-{
-    return atomic_load_explicit(&sp_clock.mode, memory_order_relaxed)
-           == SP_CLOCK_TSC ? "tsc" : "clock_gettime";
 }
 
 

@@ -69,9 +69,6 @@ int sp_clock_init(void);
  * has the counter). Returns the mode in force. */
 int sp_clock_use(int mode);
 
-/* "tsc" or "clock_gettime": the mode in force. */
-const char *sp_clock_name(void);
-
 void sp_clock_get_stats(sp_clock_stats_t *st);
 
 static inline uint64_t

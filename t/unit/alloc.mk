@@ -16,10 +16,10 @@ ALLOC_CFLAGS  := $(CORE_CFLAGS) -O2 -g -fno-omit-frame-pointer
 ALLOC_SRCS    := common/profile/alloc_hooks.c common/profile/alloc_sampler.c \
                  common/profile/alloc_table.c common/profile/alloc_stacks.c \
                  common/profile/slot_ring.c common/profile/thread_ctx.c \
-                 common/base/clock.c
+                 common/base/clock.c common/base/file_read.c
 ALLOC_HDRS    := $(wildcard common/profile/alloc_*.h) \
                  common/profile/slot_ring.h common/profile/thread_ctx.h \
-                 common/base/clock.h
+                 common/base/clock.h common/base/file_read.h
 ALLOC_VICTIM  := $(BUILD)/unit/liballoc_victim.so
 # The hook object of test_alloc_unload also carries the loader snapshot (as
 # the modules do), which redirects libunwind's dl_iterate_phdr to itself.
