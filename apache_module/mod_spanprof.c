@@ -1236,6 +1236,16 @@ spanprof_foreign_module(void)
 }
 
 
+/* httpd unloads the module at a restart: the parent lets the clock's
+ * shared scales go first (its children keep theirs). */
+static apr_status_t
+spanprof_clock_release(void *data)
+{
+    sp_clock_release();
+    return APR_SUCCESS;
+}
+
+
 static int
 spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
     server_rec *s)
@@ -1251,8 +1261,11 @@ spanprof_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
         spanprof_mark_routes(pconf, s);
     }
     spanprof_mark_active(s);
-    /* In the parent, before the children fork: they inherit the choice. */
+    /* In the parent, before the children fork: they inherit the choice,
+     * and share the scales. */
     sp_clock_init();
+    apr_pool_cleanup_register(pconf, NULL, spanprof_clock_release,
+                              apr_pool_cleanup_null);
     spanprof_globals.env_named = spanprof_names_env(ap_conftree);
     spanprof_globals.foreign_module = spanprof_foreign_module();
     spanprof_globals.env_handler = spanprof_globals.env_named

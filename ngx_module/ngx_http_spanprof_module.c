@@ -1381,7 +1381,9 @@ ngx_http_spanprof_postconfiguration(ngx_conf_t *cf)
         return NGX_OK;
     }
 
-    /* In the master, before the workers fork: they inherit the choice. */
+    /* In the master, before the workers fork: they inherit the choice,
+     * and share the scales (mapped once: a reload's new workers share the
+     * same). */
     sp_clock_init();
 
     if (mcf->trace_line && !mcf->exporter_set) {

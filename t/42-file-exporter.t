@@ -120,6 +120,8 @@ for my $mode ('default', 'clock_gettime') {
             or diag join "\n", map { "$_->{start} $_->{end}" } @bad;
         my ($tsc) = api_counter($ngx->port, '/api', 'clock_tsc');
         is $tsc, $want, "status: clock_tsc $want";
+        my ($shared) = api_counter($ngx->port, '/api', 'clock_shared');
+        is $shared, $want, "status: clock_shared $want (mapped by the master)";
         # published at the worker's next status tick
         my $rebases;
         wait_until($want ? 3 : 0.5, sub { ($rebases) = api_counter($ngx->port, '/api', 'clock_rebases');
@@ -127,6 +129,11 @@ for my $mode ('default', 'clock_gettime') {
         ok $want ? $rebases > 0 : $rebases == 0, "status: clock_rebases $rebases";
         my ($resets) = api_counter($ngx->port, '/api', 'clock_rate_resets');
         is $resets, 0, 'status: no rate thrown away';
+        # A reload's new workers share the same scale (mapped once).
+        $ngx->reload;
+        ok wait_until(5, sub { my ($s) = api_counter($ngx->port, '/api', 'clock_shared');
+                               defined $s && $s == $want }),
+            "after a reload: clock_shared $want";
         $ngx->stop;
     };
 }

@@ -106,9 +106,11 @@ for my $mpm (apache_mpms()) {
         ok $lr >= 64 && $lr % 64 == 0, "label_records $lr: slabs of 64 made by the profiling children";
         is $sum->($js, 'label_records_failed'), 0, 'label_records_failed 0';
         # The span clock, chosen in the parent (common/base/clock.h): every
-        # child reads the time-stamp counter where the kernel does.
+        # child reads the time-stamp counter where the kernel does, on the
+        # scale the parent shared before the fork.
         my $tsc = tsc_clock_expected();
         is $_->{counters}{clock_tsc}, $tsc, "child $_->{pid}: clock_tsc $tsc" for @{ $js->{workers} };
+        is $_->{counters}{clock_shared}, $tsc, "child $_->{pid}: clock_shared $tsc" for @{ $js->{workers} };
         ok $tsc ? $sum->($js, 'clock_rebases') > 0 : $sum->($js, 'clock_rebases') == 0,
             'clock_rebases ' . $sum->($js, 'clock_rebases');
         is $sum->($js, 'clock_rate_resets'), 0, 'clock_rate_resets 0';
@@ -182,6 +184,11 @@ for my $mpm (apache_mpms()) {
         ok $j->{control}{profiling} && $j->{control}{rate} == 200, 'control back to on, 200 Hz';
         ($ok, $js) = $wait->(5, sub { $_[0]{profiling} && $_[0]{rate} == 200 });
         ok $ok, 'the new children profile at 200 Hz' or diag explain $js;
+        # The parent let the old shared scale go with the old module, and
+        # mapped a new one for the new children.
+        $burn->(4);
+        ($ok, $js) = $wait->(5, sub { $_[0]{counters}{clock_shared} == $tsc });
+        ok $ok, "graceful: every new child clock_shared $tsc" or diag explain $js;
 
         is scalar($ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
         $ap->stop;

@@ -16,8 +16,8 @@
  * reading is based again on CLOCK_REALTIME at least every
  * SP_CLOCK_REBASE_NS: so it follows NTP's slewing and any step within that
  * time, and stays within tens of nanoseconds of CLOCK_REALTIME otherwise.
- * A rebase is one clock_gettime, made by whichever thread first finds the
- * scale too old.
+ * A rebase is one clock_gettime, made by whichever thread (of any process
+ * of the server) first finds the scale too old.
  *
  * Elsewhere (another clocksource, another architecture, or before
  * sp_clock_init()), clock_gettime(CLOCK_REALTIME).
@@ -41,29 +41,53 @@ typedef struct {
     _Atomic uint64_t  limit;
 } sp_clock_scale_t;
 
+/* The scales, shared by every process of the server where
+ * sp_clock_init() could map them before the fork: one rebase per
+ * SP_CLOCK_REBASE_NS for the whole server, not one per process (prefork's
+ * children each serve a request every few milliseconds and found their
+ * own scale old every few requests). claim is 0, or the counter when a
+ * thread began to rebase: another thread takes it over once it is older
+ * than a rebase can take, so a process killed while rebasing leaves no
+ * lock behind. */
 typedef struct {
-    _Atomic unsigned  mode;
     _Atomic unsigned  cur;          /* scale[cur & 1] is in use */
-    atomic_flag       busy;         /* a thread is rebasing */
+    _Atomic uint64_t  claim;
     sp_clock_scale_t  scale[2];
-    _Atomic uint64_t  rebases;
-    _Atomic uint64_t  rate_resets;
+} sp_clock_state_t;
+
+/* This process's: its mode, where its scales are, and what it did. */
+typedef struct {
+    _Atomic unsigned   mode;
+    sp_clock_state_t  *state;
+    _Atomic uint64_t   rebases;
+    _Atomic uint64_t   rate_resets;
 } sp_clock_t;
 
 extern sp_clock_t  sp_clock;
 
 typedef struct {
     int       tsc;          /* 1 while timestamps come from the counter */
-    uint64_t  rebases;      /* scales measured and put in use */
-    uint64_t  rate_resets;  /* rates thrown away (the clock stepped, or
+    int       shared;       /* 1 when the scales are the server's, shared
+                             * with the other processes */
+    uint64_t  rebases;      /* scales this process measured and put in
+                             * use */
+    uint64_t  rate_resets;  /* rates it threw away (the clock stepped, or
                              * the counter's rate jumped): measured again */
 } sp_clock_stats_t;
 
 /* Once, in the process that forks the others (nginx's master, httpd's
  * parent), before they fork: chooses the counter where the CPU says it is
- * invariant and /sys says the kernel's clocksource is "tsc". Returns the
- * mode chosen. Any thread may read the clock before or without it. */
+ * invariant and /sys says the kernel's clocksource is "tsc", and then puts
+ * the scales in memory shared with the processes it forks (mapped once;
+ * later calls keep it). Returns the mode chosen. Any thread may read the
+ * clock before or without it (on scales of its process's own). */
 int sp_clock_init(void);
+
+/* Back to scales of this process's own, and the shared ones unmapped (in
+ * this process only: those forked keep theirs; in a forked process it does
+ * nothing). For a server that unloads the code at a restart (httpd),
+ * before it does, in the process that called sp_clock_init(). */
+void sp_clock_release(void);
 
 /* Forces a mode (tests and benchmarks; SP_CLOCK_TSC only where the CPU
  * has the counter). Returns the mode in force. */
@@ -88,14 +112,16 @@ static inline uint64_t
 sp_now_ns(void)
 {
 #if defined(__x86_64__)
+    const sp_clock_state_t  *st;
     const sp_clock_scale_t  *sc;
     uint64_t                 seq, d, ns, mult, limit;
 
     if (atomic_load_explicit(&sp_clock.mode, memory_order_relaxed)
         == SP_CLOCK_TSC)
     {
-        sc = &sp_clock.scale[atomic_load_explicit(&sp_clock.cur,
-                                                  memory_order_acquire) & 1];
+        st = sp_clock.state;
+        sc = &st->scale[atomic_load_explicit(&st->cur,
+                                             memory_order_acquire) & 1];
         seq = atomic_load_explicit(&sc->seq, memory_order_acquire);
         d = __builtin_ia32_rdtsc() - atomic_load_explicit(&sc->tsc, memory_order_relaxed);
         ns = atomic_load_explicit(&sc->ns, memory_order_relaxed);

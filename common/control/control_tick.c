@@ -115,6 +115,7 @@ collect(sp_exporter_t *e, sp_status_t *st)
 
     sp_clock_get_stats(&cs);
     st->v[SP_ST_clock_tsc] = (uint64_t) cs.tsc;
+    st->v[SP_ST_clock_shared] = (uint64_t) cs.shared;
     st->v[SP_ST_clock_rebases] = cs.rebases;
     st->v[SP_ST_clock_rate_resets] = cs.rate_resets;
 

@@ -74,6 +74,8 @@
       "Times the span queue went back to the start of its buffer early")     \
     X(clock_tsc, GAUGE,                                                       \
       "1 when timestamps are read from the CPU's time-stamp counter")         \
+    X(clock_shared, GAUGE,                                                    \
+      "1 when the counter's scale is shared by the server's processes")      \
     X(clock_rebases, COUNTER,                                                 \
       "Times the counter's scale was measured again against CLOCK_REALTIME")  \
     X(clock_rate_resets, COUNTER,                                             \

@@ -1,6 +1,8 @@
 /* The span clock (common/base/clock.h): the counter's readings against
  * CLOCK_REALTIME, read from threads and a signal handler at once, its
- * recovery from a wall clock that went back, and clock_gettime mode. */
+ * recovery from a wall clock that went back, a rebase claimed by another
+ * thread (held, and stale), scales shared by forked processes, and
+ * clock_gettime mode. */
 
 #include <pthread.h>
 #include <signal.h>
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "common/base/clock.h"
@@ -83,6 +87,90 @@ reader(void *arg)
         rd->reads++;
     }
     return NULL;
+}
+
+
+static void readings_after_release(void);
+
+/* Processes forked after sp_clock_init() share its scales: four that read
+ * the clock for 200 ms rebase about 50 times together (every 4 ms), where
+ * with scales of their own each would rebase every 4 ms it runs. Each checks its
+ * readings against CLOCK_REALTIME as well. */
+#define PROCS  4
+
+static void
+shared_processes(void)
+{
+    int               fd[2];
+    pid_t             pid[PROCS];
+    unsigned          i;
+    uint64_t          total = 0, bad = 0, msg[2], worst, near;
+    sp_clock_stats_t  st;
+
+    if (sp_clock_init() != SP_CLOCK_TSC) {
+        ok(1, "the kernel's clocksource is not tsc: sharing not tested");
+        return;
+    }
+    sp_clock_get_stats(&st);
+    ok(st.shared, "after sp_clock_init: the scales are shared");
+    if (pipe(fd) != 0) {
+        ok(0, "pipe");
+        return;
+    }
+    for (i = 0; i < PROCS; i++) {
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            sp_clock_stats_t  cs;
+
+            sp_clock_get_stats(&cs);
+            msg[1] = against_realtime(200, &worst, &near) == 0
+                     || worst > 5000;
+            msg[0] = 0;
+            sp_clock_get_stats(&st);
+            msg[0] = st.rebases - cs.rebases;
+            if (write(fd[1], msg, sizeof(msg)) != sizeof(msg)) {
+                _exit(1);
+            }
+            _exit(0);
+        }
+    }
+    close(fd[1]);
+    for (i = 0; i < PROCS; i++) {
+        if (read(fd[0], msg, sizeof(msg)) == sizeof(msg)) {
+            total += msg[0];
+            bad += msg[1];
+        } else {
+            bad++;
+        }
+    }
+    close(fd[0]);
+    for (i = 0; i < PROCS; i++) {
+        waitpid(pid[i], NULL, 0);
+    }
+    is_int((long long) bad, 0, "%u processes: readings within 5 us of "
+           "CLOCK_REALTIME", PROCS);
+    /* Scales of their own: each rebases every 4 ms it runs (107 on two
+     * CPUs, up to 200 on four or more). */
+    ok(total >= 10 && total <= 50 * 3 / 2,
+       "%u processes, 200 ms: %llu rebases together (shared: about 50)",
+       PROCS, (unsigned long long) total);
+
+    sp_clock_release();
+    sp_clock_get_stats(&st);
+    ok(!st.shared, "released: scales of the process's own again");
+    readings_after_release();
+}
+
+
+/* After sp_clock_release(): still good readings, from fresh scales. */
+static void
+readings_after_release(void)
+{
+    uint64_t  worst, near, n;
+
+    n = against_realtime(20, &worst, &near);
+    ok(n > 100 && worst <= 5000, "after release: %llu readings, worst %llu "
+       "ns", (unsigned long long) n, (unsigned long long) worst);
 }
 
 
@@ -176,28 +264,50 @@ main(void)
      * and measures again; the readings follow CLOCK_REALTIME throughout. */
     sp_clock_get_stats(&st);
     before = st.rate_resets;
-    cur = atomic_load(&sp_clock.cur) & 1;
-    atomic_fetch_add(&sp_clock.scale[cur].seq, 1);
-    atomic_fetch_add(&sp_clock.scale[cur].ns, 1000000000u);
-    atomic_store(&sp_clock.scale[cur].limit, 0);
-    atomic_fetch_add(&sp_clock.scale[cur].seq, 1);
+    cur = atomic_load(&sp_clock.state->cur) & 1;
+    atomic_fetch_add(&sp_clock.state->scale[cur].seq, 1);
+    atomic_fetch_add(&sp_clock.state->scale[cur].ns, 1000000000u);
+    atomic_store(&sp_clock.state->scale[cur].limit, 0);
+    atomic_fetch_add(&sp_clock.state->scale[cur].seq, 1);
     n = against_realtime(50, &worst, &near);
     sp_clock_get_stats(&st);
     is_int(st.rate_resets - before, 1, "the step back: one rate reset");
     ok(worst <= 5000, "after it: worst distance %llu ns",
        (unsigned long long) worst);
-    ok(atomic_load(&sp_clock.scale[atomic_load(&sp_clock.cur) & 1].mult)
+    ok(atomic_load(&sp_clock.state->scale[atomic_load(&sp_clock.state->cur)
+                                          & 1].mult)
        != 0, "a rate measured again");
 
-    /* While another thread rebases (the flag held), readings are
-     * clock_gettime's. */
-    atomic_flag_test_and_set(&sp_clock.busy);
-    cur = atomic_load(&sp_clock.cur) & 1;
-    atomic_store(&sp_clock.scale[cur].limit, 0);
+    /* While another thread rebases (its claim is fresh), readings are
+     * clock_gettime's and the claim stays its. */
+    sp_clock_get_stats(&st);
+    before = st.rebases;
+    cur = atomic_load(&sp_clock.state->cur) & 1;
+    atomic_store(&sp_clock.state->scale[cur].limit, 0);
+    atomic_store(&sp_clock.state->claim, __builtin_ia32_rdtsc() | 1);
     r = sp_clock_realtime_ns();
     t = sp_now_ns();
-    ok(t >= r && t - r < 1000000, "busy: a reading is CLOCK_REALTIME's");
-    atomic_flag_clear(&sp_clock.busy);
+    ok(t >= r && t - r < 1000000, "claimed: a reading is CLOCK_REALTIME's");
+    sp_clock_get_stats(&st);
+    ok(st.rebases == before && atomic_load(&sp_clock.state->claim) != 0,
+       "claimed: no rebase, the claim left alone");
+
+    /* A claim older than a rebase can take (its thread killed or
+     * stopped): the next reader takes it over, rebases and lets go. */
+    atomic_store(&sp_clock.state->claim,
+                 (__builtin_ia32_rdtsc() - (UINT64_C(1) << 26)) | 1);
+    for (i = 0; i < 1000; i++) {
+        (void) sp_now_ns();
+        sp_clock_get_stats(&st);
+        if (st.rebases > before) {
+            break;
+        }
+    }
+    ok(st.rebases > before, "a stale claim taken over: rebased");
+    is_int((long long) atomic_load(&sp_clock.state->claim), 0,
+           "and let go");
+
+    shared_processes();
 
     return done_testing();
 #endif
