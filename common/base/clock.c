@@ -263,7 +263,9 @@ claim(sp_clock_state_t *st, uint64_t tsc)
 {
     uint64_t  c = atomic_load_explicit(&st->claim, memory_order_relaxed);
 
-    if (c != 0 && tsc - c < CLAIM_STALE_TICKS) {
+    /* Signed: a claim made on another CPU a few ticks after this read is
+     * fresh, not 2^64 ticks old. */
+    if (c != 0 && (int64_t) (tsc - c) < (int64_t) CLAIM_STALE_TICKS) {
         return 0;
     }
     tsc |= 1;                           /* never 0 */

@@ -292,6 +292,15 @@ main(void)
     ok(st.rebases == before && atomic_load(&sp_clock.state->claim) != 0,
        "claimed: no rebase, the claim left alone");
 
+    /* A claim stamped a little after this thread's own reading (made on
+     * another CPU just after it): fresh too, not taken over. */
+    atomic_store(&sp_clock.state->claim, (__builtin_ia32_rdtsc() + 100000) | 1);
+    r = sp_clock_realtime_ns();
+    t = sp_now_ns();
+    sp_clock_get_stats(&st);
+    ok(st.rebases == before && t >= r && t - r < 1000000,
+       "a claim from just ahead: left alone, the reading CLOCK_REALTIME's");
+
     /* A claim older than a rebase can take (its thread killed or
      * stopped): the next reader takes it over, rebases and lets go. */
     atomic_store(&sp_clock.state->claim,
