@@ -73,6 +73,20 @@ sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread)
     return 0;
 }
 
+int
+sp_record_ring_init_in(sp_record_ring_t *r, void *buf, size_t cap)
+{
+    if (cap < 4096 || (cap & (cap - 1)) != 0) {
+        return -1;
+    }
+    memset(r, 0, sizeof(*r));
+    r->buf = buf;
+    r->external = 1;
+    r->mask = cap - 1;
+    r->rewind_at = MP_REWIND(cap);
+    return 0;
+}
+
 void
 sp_record_ring_set_rewind(sp_record_ring_t *r, size_t bytes)
 {
@@ -83,7 +97,9 @@ void
 sp_record_ring_free(sp_record_ring_t *r)
 {
     if (r->buf != NULL) {
-        munmap(r->buf, r->mask + 1);
+        if (!r->external) {
+            munmap(r->buf, r->mask + 1);
+        }
         r->buf = NULL;
     }
 }
@@ -322,9 +338,12 @@ sp_record_ring_peek(sp_record_ring_t *r, void **out, size_t max)
          * never written. */
         w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
         if ((w & (COMMITTED | PAD)) == (COMMITTED | PAD)) {
+            atomic_store_explicit(&r->releasing_to, pos + (w & LEN_MASK),
+                                  memory_order_relaxed);
             atomic_store_explicit(word_at(r, pos), 0, memory_order_relaxed);
             pos += w & LEN_MASK;
             atomic_store_explicit(&r->tail, pos, memory_order_release);
+            atomic_store_explicit(&r->releasing_to, 0, memory_order_relaxed);
         }
     }
     /* The records were written a batch ago and have left the nearer
@@ -391,7 +410,7 @@ void
 sp_record_ring_release(sp_record_ring_t *r, size_t n)
 {
     uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t  w, len;
+    uint64_t  w, len, end;
     size_t    done = 0;
 
     if (n > r->peeked) {
@@ -404,24 +423,31 @@ sp_record_ring_release(sp_record_ring_t *r, size_t n)
     if (n == r->peeked) {
         /* All that was peeked (the exporter's usual release): the tail
          * goes to where the peek stopped, without walking the records. */
-        release_range(r, t, r->peek_pos);
-        t = r->peek_pos;
-        done = n;
+        sp_record_ring_release_to(r, n, r->peek_pos);
+        return;
     }
-    while (done < n) {
-        w = atomic_load_explicit(word_at(r, t), memory_order_relaxed);
+    /* Some of them: where they end, then their bytes. */
+    for (end = t; done < n; end += len) {
+        w = atomic_load_explicit(word_at(r, end), memory_order_relaxed);
         len = w & LEN_MASK;
         done += !(w & PAD);
-        /* Zeroed before the tail moves on: producers see it clean. (One
-         * thread never peeks at a record it has not committed.) A padding
-         * record's bytes past its header were never written. */
-        if (!r->one_thread) {
+    }
+    if (!r->one_thread) {
+        atomic_store_explicit(&r->releasing_to, end, memory_order_relaxed);
+        for ( ; t < end; t += len) {
+            w = atomic_load_explicit(word_at(r, t), memory_order_relaxed);
+            len = w & LEN_MASK;
+            /* Zeroed before the tail moves on: producers see it clean. A
+             * padding record's bytes past its header were never
+             * written. */
             memset(r->buf + (t & r->mask), 0, (w & PAD) ? HDR : len);
         }
-        t += len;
     }
     r->peeked -= n;
-    atomic_store_explicit(&r->tail, t, memory_order_release);
+    atomic_store_explicit(&r->tail, end, memory_order_release);
+    if (!r->one_thread) {
+        atomic_store_explicit(&r->releasing_to, 0, memory_order_relaxed);
+    }
     (void) counter_add(r, &r->consumed, n);
 }
 
@@ -433,10 +459,73 @@ sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark)
     if (n == 0 || n > r->peeked) {
         return;
     }
+    if (!r->one_thread) {
+        atomic_store_explicit(&r->releasing_to, mark, memory_order_relaxed);
+    }
     release_range(r, t, mark);
     r->peeked -= n;
     atomic_store_explicit(&r->tail, mark, memory_order_release);
+    if (!r->one_thread) {
+        atomic_store_explicit(&r->releasing_to, 0, memory_order_relaxed);
+    }
     (void) counter_add(r, &r->consumed, n);
+}
+
+void
+sp_record_ring_unpeek(sp_record_ring_t *r)
+{
+    r->peeked = 0;
+    r->peek_pos = 0;
+    r->pad_from = r->pad_to = 0;
+}
+
+void
+sp_record_ring_consumer_reset(sp_record_ring_t *r)
+{
+    uint64_t  to = atomic_load_explicit(&r->releasing_to,
+                                        memory_order_relaxed);
+    uint64_t  t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (to > t) {
+        /* All of it, paddings' bytes included (zero already, or written
+         * here first: either way zero, as free space must be). */
+        zero_range(r, t, to);
+        atomic_store_explicit(&r->tail, to, memory_order_release);
+    }
+    atomic_store_explicit(&r->releasing_to, 0, memory_order_relaxed);
+    sp_record_ring_unpeek(r);
+}
+
+uint64_t
+sp_record_ring_next(const sp_record_ring_t *r)
+{
+    return r->peeked != 0
+           ? r->peek_pos
+           : atomic_load_explicit(&((sp_record_ring_t *) r)->tail,
+                                  memory_order_relaxed);
+}
+
+int
+sp_record_ring_seal(sp_record_ring_t *r, uint64_t end)
+{
+    uint64_t  pos = sp_record_ring_next(r), w;
+
+    if (r->one_thread || end <= pos || end - pos > r->mask + 1
+        || end > atomic_load_explicit(&r->head, memory_order_acquire))
+    {
+        return 0;
+    }
+    w = atomic_load_explicit(word_at(r, pos), memory_order_acquire);
+    if (w & COMMITTED) {
+        return 0;
+    }
+    /* The gone producer's bytes (no one else writes there: producers
+     * reserve past end, and the consumer stops here). Zeroed as released
+     * bytes are, then published as one padding the next peek skips. */
+    zero_range(r, pos + HDR, end);
+    atomic_store_explicit(word_at(r, pos), (end - pos) | PAD | COMMITTED,
+                          memory_order_release);
+    return 1;
 }
 
 size_t

@@ -50,6 +50,7 @@ typedef struct {
     uint64_t                        pad_from;
     uint64_t                        pad_to;
     int                             one_thread; /* set at init */
+    int                             external;   /* buf is the caller's */
     size_t                          rewind_at;  /* sp_record_ring_set_rewind */
     _Alignas(64) _Atomic uint64_t   head;       /* next byte to reserve */
     _Atomic uint64_t                committed;  /* records committed */
@@ -60,12 +61,25 @@ typedef struct {
                                                    path only */
     _Alignas(64) _Atomic uint64_t   tail;       /* first byte not released */
     _Atomic uint64_t                consumed;   /* records released */
+    /* Concurrent producers: where a release under way will move the tail
+     * (0: none), stored before its bytes are zeroed, so that a consumer
+     * taking over from one killed inside it finishes it
+     * (sp_record_ring_consumer_reset). */
+    _Atomic uint64_t                releasing_to;
 } sp_record_ring_t;
 
 /* capacity (bytes) rounds up to a power of two, at least 4 KiB;
  * one_thread: see above. */
 int sp_record_ring_init(sp_record_ring_t *r, size_t capacity, int one_thread);
 void sp_record_ring_free(sp_record_ring_t *r);
+
+/* A ring with concurrent producers in the caller's memory: cap bytes (a
+ * power of two, at least 4 KiB), zero, not touched here, and not freed by
+ * sp_record_ring_free. The ring and its buffer may be in memory shared by
+ * processes (producers in some, the consumer in another), mapped before
+ * they fork: buf is an address, the same in all of them. -1 when cap is
+ * not such a size. */
+int sp_record_ring_init_in(sp_record_ring_t *r, void *buf, size_t cap);
 /* Concurrent producers: the ring rewinds once the records it holds all lie
  * `bytes` or more into the buffer (by default a quarter of it; never less
  * than 64 KiB; never when it is the capacity or more). That is the room
@@ -129,6 +143,29 @@ sp_record_ring_mark(const sp_record_ring_t *r)
  * (taken after the peek that returned the last of them), without walking
  * them: a consumer that holds several peeks releases them in order. */
 void sp_record_ring_release_to(sp_record_ring_t *r, size_t n, uint64_t mark);
+
+/* Consumer: forgets the records peeked and not released: the next peek
+ * returns them again (a consumer that could take only some of a peek). */
+void sp_record_ring_unpeek(sp_record_ring_t *r);
+
+/* Consumer, concurrent producers: a consumer taking over a shared ring
+ * from one that is gone (a process killed or restarted): finishes a
+ * release it was killed inside and forgets its peeks (what it peeked and
+ * did not release is read again). */
+void sp_record_ring_consumer_reset(sp_record_ring_t *r);
+
+/* Consumer: where the next peek starts. */
+uint64_t sp_record_ring_next(const sp_record_ring_t *r);
+
+/* Consumer, concurrent producers: the next peek is held back by a record
+ * that will never be committed, whose producer is gone (a process killed
+ * between its reservation and its commit), and `end` is where that
+ * reservation ended: the head a producer read after it was gone (a
+ * process that took its place, at its start). The record, and whatever
+ * the gone producer left up to `end`, becomes a padding record, zeroed.
+ * 1 when there was such a record at sp_record_ring_next(), else 0 (the
+ * record there is committed, or end is not past it). */
+int sp_record_ring_seal(sp_record_ring_t *r, uint64_t end);
 
 size_t sp_record_ring_pending(sp_record_ring_t *r);
 uint64_t sp_record_ring_dropped(sp_record_ring_t *r);

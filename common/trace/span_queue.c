@@ -41,6 +41,32 @@ sp_span_queue_create(size_t spans, int one_thread)
     return q;
 }
 
+/* The struct, then the buffer from the next page: its pages are touched
+ * only as far as the ring is used. */
+#define IN_HEAD  4096
+
+size_t
+sp_span_queue_footprint(size_t bytes)
+{
+    return IN_HEAD + bytes;
+}
+
+sp_span_queue_t *
+sp_span_queue_init_in(void *mem, size_t bytes)
+{
+    sp_span_queue_t  *q = mem;
+
+    _Static_assert(sizeof(sp_span_queue_t) <= IN_HEAD, "head fits");
+    if (sp_record_ring_init_in(&q->ring, (unsigned char *) mem + IN_HEAD,
+                               bytes)
+        != 0)
+    {
+        return NULL;
+    }
+    atomic_init(&q->refused, 0);
+    return q;
+}
+
 void
 sp_span_queue_destroy(sp_span_queue_t *q)
 {
@@ -188,6 +214,37 @@ void
 sp_span_queue_release_to(sp_span_queue_t *q, size_t n, uint64_t mark)
 {
     sp_record_ring_release_to(&q->ring, n, mark);
+}
+
+void
+sp_span_queue_unpeek(sp_span_queue_t *q)
+{
+    sp_record_ring_unpeek(&q->ring);
+}
+
+void
+sp_span_queue_consumer_reset(sp_span_queue_t *q)
+{
+    sp_record_ring_consumer_reset(&q->ring);
+}
+
+uint64_t
+sp_span_queue_next(const sp_span_queue_t *q)
+{
+    return sp_record_ring_next(&q->ring);
+}
+
+int
+sp_span_queue_seal(sp_span_queue_t *q, uint64_t end)
+{
+    return sp_record_ring_seal(&q->ring, end);
+}
+
+uint64_t
+sp_span_queue_head(const sp_span_queue_t *q)
+{
+    return atomic_load_explicit(&((sp_span_queue_t *) q)->ring.head,
+                                memory_order_acquire);
 }
 
 size_t

@@ -31,6 +31,14 @@ typedef struct sp_span_queue sp_span_queue_t;
  * thread only (see record_ring.h). */
 sp_span_queue_t *sp_span_queue_create(size_t spans, int one_thread);
 void sp_span_queue_destroy(sp_span_queue_t *q);
+
+/* A queue for concurrent producers in the caller's memory, which may be
+ * shared by processes (record_ring.h, sp_record_ring_init_in): `mem` holds
+ * sp_span_queue_footprint(bytes) bytes, zero, 64-byte aligned; bytes a
+ * power of two, at least 4 KiB. Not freed by sp_span_queue_destroy (never
+ * call it on one). NULL when bytes is not such a size. */
+size_t sp_span_queue_footprint(size_t bytes);
+sp_span_queue_t *sp_span_queue_init_in(void *mem, size_t bytes);
 /* The consumer takes spans in batches of up to `spans` (or sooner, on a
  * timer): with concurrent producers the queue rewinds to the start of its
  * buffer once the spans it holds are two batches (of 1 KiB spans) in,
@@ -76,6 +84,17 @@ void sp_span_queue_release(sp_span_queue_t *q, size_t n);
  * peeked, which end at such a mark (record_ring.h). */
 uint64_t sp_span_queue_mark(const sp_span_queue_t *q);
 void sp_span_queue_release_to(sp_span_queue_t *q, size_t n, uint64_t mark);
+
+/* Consumer, a shared queue (record_ring.h): the peeks not released read
+ * again; a consumer taking over from one that is gone; where the next peek
+ * starts; a record held back by a producer that is gone, turned into a
+ * padding up to end (1 when there was one). */
+void sp_span_queue_unpeek(sp_span_queue_t *q);
+void sp_span_queue_consumer_reset(sp_span_queue_t *q);
+uint64_t sp_span_queue_next(const sp_span_queue_t *q);
+int sp_span_queue_seal(sp_span_queue_t *q, uint64_t end);
+/* Where the next span will be reserved: a producer's start, for seal. */
+uint64_t sp_span_queue_head(const sp_span_queue_t *q);
 
 size_t sp_span_queue_pending(const sp_span_queue_t *q);
 uint64_t sp_span_queue_dropped(const sp_span_queue_t *q);
