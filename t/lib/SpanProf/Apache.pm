@@ -377,6 +377,9 @@ sub start_apache {
         mpm => $o{mpm}, prefix => $prefix, conf_path => "$prefix/httpd.conf",
         conf_text => $conf, port => $port->{PORT}, port2 => $port->{PORT2},
         port3 => $port->{PORT3},
+        # apache2 -k stop and graceful read the configuration again: with
+        # settings from the environment, the same environment.
+        env => $o{env},
     }, 'SpanProf::Apache::Server';
     $LIVE{"$self"} = $self;
 
@@ -582,7 +585,7 @@ sub graceful {
     my ($self, $timeout) = @_;
     my %old = map { $_ => 1 } $self->child_pids;
     my ($code, $out) = SpanProf::Apache::_run([$SpanProf::Apache::APACHE,
-        '-f', $self->{conf_path}, '-k', 'graceful'], timeout => 30);
+        '-f', $self->{conf_path}, '-k', 'graceful'], timeout => 30, env => $self->{env});
     die "apache2 -k graceful exited $code: $out\n" if $code != 0;
     my @new;
     SpanProf::Test::wait_until($timeout // 15, sub {
@@ -601,7 +604,8 @@ sub stop {
     my $t0 = time;
     my $tb_diag;
     if ($master && _alive($master)) {
-        SpanProf::Apache::_run([$SpanProf::Apache::APACHE, '-f', $self->{conf_path}, '-k', 'stop'], timeout => 30);
+        SpanProf::Apache::_run([$SpanProf::Apache::APACHE, '-f', $self->{conf_path}, '-k', 'stop'], timeout => 30,
+                               env => $self->{env});
         SpanProf::Test::wait_until($timeout // 15, sub { !_alive($master) });
         if (_alive($master)) {
             # The whole group at once: killing the parent first orphaned
