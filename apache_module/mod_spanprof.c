@@ -1595,16 +1595,18 @@ static int  spanprof_proxy_hooked;
 
 /* ---- child process -------------------------------------------------------- */
 
-/* Lines from common/, possibly from the exporter thread. */
-static void
-spanprof_log(void *ud, int level, const char *msg)
+/* After the control API's shared memory is made (its post_config): prefork's
+ * exporter process, which takes a status slot in it. */
+static int
+spanprof_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
+    server_rec *s)
 {
-    static const int  levels[] = {
-        APLOG_ERR, APLOG_WARNING, APLOG_INFO, APLOG_DEBUG
-    };
-
-    ap_log_error(APLOG_MARK, levels[level & 3], 0, spanprof_main_server,
-                 "%s", msg);
+    spanprof_main_server = s;
+    spanprof_relay_start(pconf, s,
+                         ap_get_module_config(s->module_config,
+                                              &spanprof_module),
+                         spanprof_api_attach);
+    return OK;
 }
 
 
@@ -1628,12 +1630,9 @@ spanprof_child_exit(void *data)
 static void
 spanprof_child_init(apr_pool_t *p, server_rec *s)
 {
-    int                   i, n;
     char                  err[256];
     sigset_t              all, old;
-    const char          **headers, **redact, *service;
     sp_resource_t         res;
-    spanprof_kv_t        *kv;
     sp_exporter_conf_t    ec;
     spanprof_srv_conf_t  *sc;
 
@@ -1669,76 +1668,13 @@ spanprof_child_init(apr_pool_t *p, server_rec *s)
                      "names one, no output filter");
     }
 
-    service = sc->service_name;
-    if (sp_resource_init(&res, "apache2", service, NULL) != 0) {
-        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
-                     "spanprof: exporter not started: out of memory");
+    if (spanprof_exporter_conf(p, s, sc, &ec, &res) != 0) {
         return;
     }
-    kv = sc->resource_attrs ? (spanprof_kv_t *) sc->resource_attrs->elts
-                            : NULL;
-    n = sc->resource_attrs ? sc->resource_attrs->nelts : 0;
-    for (i = 0; i < n; i++) {
-        if (service != NULL && strcmp(kv[i].key, "service.name") == 0) {
-            continue;   /* OtelServiceName wins */
-        }
-        if (sp_resource_set(&res, kv[i].key, kv[i].value) != 0) {
-            sp_resource_free(&res);
-            ap_log_error(APLOG_MARK, APLOG_ALERT, 0, s,
-                         "spanprof: exporter not started: out of memory");
-            return;
-        }
-    }
-
-    n = sc->headers ? sc->headers->nelts : 0;
-    headers = apr_pcalloc(p, (n + 1) * sizeof(char *));
-    for (i = 0; i < n; i++) {
-        headers[i] = ((const char **) sc->headers->elts)[i];
-    }
-
-    memset(&ec, 0, sizeof(ec));
-    ec.endpoint = sc->endpoint;
-    ec.headers = headers;
-    ec.trusted_certificate = sc->trusted_certificate;
-    ec.trusted_certificate_pem = sc->trusted_certificate_pem;
-    ec.trusted_certificate_len = sc->trusted_certificate_len;
-    ec.traces_url = sc->traces_url;
-    ec.protocol = sc->protocol == SPANPROF_UNSET
-                  ? SP_EXPORT_GRPC      /* as nginx-otel exports */
-                  : (sp_export_protocol_t) sc->protocol;
-    ec.gzip = sc->compression == 1;
-    ec.interval_ms = sc->interval_ms != SPANPROF_UNSET ? sc->interval_ms
-                                                       : 5000;
-    ec.batch_size = sc->batch_size != SPANPROF_UNSET ? sc->batch_size : 512;
-    ec.batch_count = sc->batch_count != SPANPROF_UNSET ? sc->batch_count : 4;
-    ec.connect_timeout_ms = sc->connect_timeout_ms != SPANPROF_UNSET
-                            ? sc->connect_timeout_ms : 2000;
-    ec.timeout_ms = sc->timeout_ms != SPANPROF_UNSET ? sc->timeout_ms : 10000;
-    ec.shutdown_timeout_ms = sc->shutdown_timeout_ms != SPANPROF_UNSET
-                             ? sc->shutdown_timeout_ms : 2000;
-    ec.resource = &res;
-    ec.log.fn = spanprof_log;
     ec.tick = sp_control_tick;          /* the control API, if attached */
-    ec.profiling = spanprof_globals.profiling_used;
-    ec.profiles_interval_ms = sc->profiling_interval_ms != SPANPROF_UNSET
-                              ? sc->profiling_interval_ms : 10000;
-    ec.pyroscope_url = sc->pyroscope;
-    ec.profiles_max_size = sc->profiling_max_size != SPANPROF_UNSET
-                           ? (size_t) sc->profiling_max_size
-                           : SP_PROFILE_MAX_SIZE_DEFAULT;
-    ec.profiles_max_samples = sc->profiling_max_samples != SPANPROF_UNSET
-                              ? (size_t) sc->profiling_max_samples
-                              : SP_PROFILE_MAX_SAMPLES_DEFAULT;
-    if (sc->profiling_redact != NULL) {
-        /* NULL-ended for common/. */
-        n = sc->profiling_redact->nelts;
-        redact = apr_pcalloc(p, (n + 1) * sizeof(char *));
-        for (i = 0; i < n; i++) {
-            redact[i] = ((const char **) sc->profiling_redact->elts)[i];
-        }
-        ec.profiling_redact = redact;
-    }
-    spanprof_files_child(&ec);
+    /* prefork: into a queue the exporter process sends (NULL: this
+     * child's own). */
+    ec.span_queue = spanprof_relay_child_queue(p, s);
 
     /* The exporter thread (and what it starts) takes no signal: the
      * child's signals are for httpd's own threads (prefork's handlers must
@@ -1803,6 +1739,8 @@ spanprof_register_hooks(apr_pool_t *p)
     ap_hook_pre_config(spanprof_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_check_config(spanprof_check_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_open_logs(spanprof_files_open_logs, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_post_config(spanprof_post_config, NULL, NULL,
+                        APR_HOOK_REALLY_LAST);
     ap_hook_child_init(spanprof_child_init, NULL, NULL, APR_HOOK_MIDDLE);
 
     ap_hook_post_read_request(spanprof_post_read_request, NULL, NULL,

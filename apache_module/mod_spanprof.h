@@ -9,6 +9,8 @@
  *                         requests to the threads' CPU samples
  *   spanprof_files.c      descriptors the parent opens for the children
  *   spanprof_api.c        SetHandler spanprof-api: control and status API
+ *   spanprof_exporter_conf.c  the exporter's settings from the directives
+ *   spanprof_relay.c      prefork: one exporter process for the children
  */
 
 #ifndef MOD_SPANPROF_H
@@ -27,6 +29,7 @@
 #include "common/profile/keep_rules.h"
 #include "common/trace/query_redact.h"
 #include "common/profile/thread_ctx.h"
+#include "common/trace/resource.h"
 #include "common/trace/traceparent.h"
 
 
@@ -326,6 +329,24 @@ spanprof_dir_conf(request_rec *r)
 /* spanprof_api.c */
 const char *spanprof_set_api_write(cmd_parms *cmd, void *conf, int on);
 void spanprof_register_api_hooks(void);
+/* A process of the server other than a child (prefork's exporter
+ * process) takes a status slot, as each child does at child_init. */
+void spanprof_api_attach(apr_pool_t *p, server_rec *s);
+
+/* spanprof_exporter_conf.c: the exporter's settings (ec, its resource in
+ * res, to be freed with sp_resource_free) from the main server's; 0, or -1
+ * logged. */
+int spanprof_exporter_conf(apr_pool_t *p, server_rec *s,
+    spanprof_srv_conf_t *sc, sp_exporter_conf_t *ec, sp_resource_t *res);
+
+/* spanprof_relay.c. Parent, post_config: under prefork with spans to
+ * send, the children's shared span queues and the exporter process,
+ * which takes a status slot through attach. Child: the queue its spans go
+ * into (its slot, let go at p's cleanup), or NULL: it exports its own. */
+typedef void (*spanprof_attach_fn)(apr_pool_t *p, server_rec *s);
+void spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
+    spanprof_srv_conf_t *sc, spanprof_attach_fn attach);
+sp_span_queue_t *spanprof_relay_child_queue(apr_pool_t *p, server_rec *s);
 
 /* spanprof_context.c */
 /* The request's context (create: made if it has none). Inline for a

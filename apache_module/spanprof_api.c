@@ -82,10 +82,8 @@ spanprof_api_child_exit(void *data)
 }
 
 
-/* Before mod_spanprof's own child_init starts the exporter: its first
- * tick publishes. */
-static void
-spanprof_api_child_init(apr_pool_t *p, server_rec *s)
+void
+spanprof_api_attach(apr_pool_t *p, server_rec *s)
 {
     if (spanprof_api_ctl == NULL || !spanprof_globals.used) {
         return;
@@ -97,6 +95,15 @@ spanprof_api_child_init(apr_pool_t *p, server_rec *s)
     }
     apr_pool_cleanup_register(p, NULL, spanprof_api_child_exit,
                               apr_pool_cleanup_null);
+}
+
+
+/* Before mod_spanprof's own child_init starts the exporter: its first
+ * tick publishes. */
+static void
+spanprof_api_child_init(apr_pool_t *p, server_rec *s)
+{
+    spanprof_api_attach(p, s);
 }
 
 

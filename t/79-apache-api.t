@@ -68,7 +68,10 @@ for my $mpm (apache_mpms()) {
             die "GET /api: $r->{status} $r->{content}\n" unless $r->{status} == 200 && $j;
             return $j;
         };
-        # every child listed now, and every slot listed, match
+        # every child listed now, and every child's slot listed, match
+        # (prefork's exporter process has a slot of its own: it serves and
+        # profiles nothing)
+        my $children = sub { grep { !$_->{counters}{exporter_process} } @{ $_[0]{workers} } };
         my $wait = sub {
             my ($timeout, $cond) = @_;
             my $j;
@@ -77,7 +80,7 @@ for my $mpm (apache_mpms()) {
                 my %s = map { $_->{pid} => $_ } @{ $j->{workers} };
                 my @kids = $ap->child_pids;
                 return 0 if !@kids || grep { !$s{$_} } @kids;
-                return !grep { !$cond->($_) } @{ $j->{workers} };
+                return !grep { !$cond->($_) } $children->($j);
             });
             return ($ok, $j);
         };
@@ -101,6 +104,24 @@ for my $mpm (apache_mpms()) {
                                 && $sum->($js, 'samples_taken') > 0 && $sum->($js, 'profiles_exported') > 0 }),
             sprintf('counters moved: %d spans exported, %d samples, %d profiles',
                     map { $sum->($js, $_) } qw(spans_exported samples_taken profiles_exported));
+        # prefork: one exporter process sends every child's spans; the
+        # children count what they queued.
+        my @ex = grep { $_->{counters}{exporter_process} } @{ $js->{workers} };
+        if ($mpm eq 'prefork') {
+            my @xp = $ap->exporter_pids;
+            is scalar(@xp), 1, 'one exporter process (spanprof-export): ' . join(',', @xp);
+            is join(',', map { $_->{pid} } @ex), join(',', @xp), 'its status slot, exporter_process 1';
+            ok @ex && $ex[0]{counters}{spans_exported} >= 20, 'it exported the spans: '
+                . (@ex ? $ex[0]{counters}{spans_exported} : 'none');
+            is $sum->({ workers => [ $children->($js) ] }, 'spans_exported'), 0, 'the children none';
+            # What the children queued, counted in the slots it reads.
+            ok @ex && $ex[0]{counters}{spans_started} >= 20, 'the children\'s spans counted by it: '
+                . (@ex ? $ex[0]{counters}{spans_started} : 'none');
+            is $sum->({ workers => [ $children->($js) ] }, 'spans_started'), 0, 'not by the children';
+            is $ex[0]{counters}{spans_dropped_process_killed}, 0, 'none lost with a killed child' if @ex;
+        } else {
+            is scalar(@ex), 0, 'no exporter process';
+        }
         # Each child that profiled a request made its label records, a slab at a time.
         my $lr = $sum->($js, 'label_records');
         ok $lr >= 64 && $lr % 64 == 0, "label_records $lr: slabs of 64 made by the profiling children";

@@ -105,6 +105,9 @@ collect(sp_exporter_t *e, sp_status_t *st)
     st->v[SP_ST_spans_exported] = es.spans_exported;
     st->v[SP_ST_spans_dropped_queue_full] = es.spans_dropped_queue_full;
     st->v[SP_ST_spans_dropped_export_failed] = es.spans_dropped_export;
+    st->v[SP_ST_spans_dropped_process_killed] =
+        es.spans_dropped_process_killed;
+    st->v[SP_ST_exporter_process] = es.relay;
     st->v[SP_ST_spans_rejected] = es.spans_rejected;
     st->v[SP_ST_export_requests_ok] = es.batches_sent;
     st->v[SP_ST_export_requests_failed] = es.batches_failed;

@@ -54,6 +54,9 @@
       "Label records made (held for the process's life; Apache)")            \
     X(label_records_failed, COUNTER,                                          \
       "Requests left unlabelled: no memory for their label record")           \
+    X(exporter_process, GAUGE,                                                \
+      "1 in Apache prefork's exporter process, which sends the children's "   \
+      "spans and serves no request")                                          \
     X(spans_started, COUNTER,                                                 \
       "Spans begun by requests (queued or dropped because the queue was full)") \
     X(spans_exported, COUNTER, "Spans accepted by the collector or written")  \
@@ -61,6 +64,8 @@
       "Spans dropped because the span queue was full")                        \
     X(spans_dropped_export_failed, COUNTER,                                   \
       "Spans dropped because their export failed or was given up")            \
+    X(spans_dropped_process_killed, COUNTER,                                  \
+      "Spans lost with a process killed while writing one (Apache prefork)")  \
     X(spans_rejected, COUNTER,                                                \
       "Spans the collector rejected in a partial success")                    \
     X(export_requests_ok, COUNTER, "Span export requests that succeeded")     \

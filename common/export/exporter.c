@@ -36,6 +36,8 @@
 #define ERROR_LOG_EVERY_MS      5000
 #define SAMPLE_DRAIN_MS         200     /* the sample ring is emptied this
                                            often, whatever the interval */
+#define RELAY_POLL_MS           10      /* the relay takes spans from the
+                                           writers' queues this often */
 
 /* An encoded request waiting to be sent (or retried). Sent without a
  * copy (e->in_place), its spans stay in the queue until it is done: the
@@ -67,6 +69,13 @@ struct sp_exporter {
     char                *pyroscope_url;
 
     sp_span_queue_t     *queue;
+    int                  writer;           /* conf.span_queue: not ours */
+    uint64_t             writer_base[2];   /* its committed and dropped
+                                              when this process took it */
+    int                  writer_ticks;     /* a writer without a thread */
+    uint64_t             writer_next_tick; /* span end time (ns) */
+    uint64_t             next_relay;       /* conf.relay: mono ns */
+    int                  relay_consumer;   /* the slots' consumer now */
     /* OTLP protobuf over HTTP or gRPC without gzip: batches are sent from
      * the queue (batch_t). held: the spans of pending batches, which the
      * queue still counts. */
@@ -173,7 +182,12 @@ exporter_free(sp_exporter_t *e)
     sp_file_output_close(&e->file);
     free(e->profiles_url);
     free(e->pyroscope_url);
-    sp_span_queue_destroy(e->queue);
+    if (!e->writer) {
+        sp_span_queue_destroy(e->queue);
+    }
+    if (e->relay_consumer) {
+        sp_span_slots_consumer_stop(e->conf.relay, (int32_t) getpid());
+    }
     sp_otlp_traces_fixed_free(&e->fixed);
     sp_resource_free(&e->resource);
     sp_arena_free(&e->arena);
@@ -184,6 +198,26 @@ exporter_free(sp_exporter_t *e)
 }
 
 /* ---- exporter side: its thread or the server's event loop --------------- */
+
+static void writer_tick(sp_exporter_t *e, uint64_t now_rt);
+
+/* Spans dropped for want of room, as this exporter reports them: the
+ * relay's include every writer's (a writer reports none: its drops are
+ * the relay's to log, and its status counts them). */
+static uint64_t
+queue_drops(sp_exporter_t *e)
+{
+    sp_span_slots_stats_t  ss;
+
+    if (e->writer) {
+        return 0;
+    }
+    if (e->conf.relay != NULL) {
+        sp_span_slots_get_stats(e->conf.relay, &ss);
+        return ss.dropped + sp_span_queue_dropped(e->queue);
+    }
+    return sp_span_queue_dropped(e->queue);
+}
 
 static int
 rate_ok(uint64_t *last, uint64_t now, uint64_t every_ms)
@@ -198,7 +232,7 @@ rate_ok(uint64_t *last, uint64_t now, uint64_t every_ms)
 static void
 report_drops(sp_exporter_t *e, uint64_t now, int force)
 {
-    uint64_t  q = sp_span_queue_dropped(e->queue);
+    uint64_t  q = queue_drops(e);
     uint64_t  x = atomic_load(&e->spans_dropped_export);
 
     if ((q == e->reported_queue_drops && x == e->reported_export_drops)
@@ -221,7 +255,7 @@ static void
 report_stop_drops(sp_exporter_t *e)
 {
     int       early = e->abandon && sp_mono_ns() < atomic_load(&e->deadline);
-    uint64_t  q = sp_span_queue_dropped(e->queue);
+    uint64_t  q = queue_drops(e);
     uint64_t  x = atomic_load(&e->spans_dropped_export);
     uint64_t  n = (q - e->reported_queue_drops)
                   + (x - e->reported_export_drops);
@@ -550,10 +584,54 @@ traces_posted(void *ud, const sp_http_response_t *resp)
 static size_t
 queue_waiting(sp_exporter_t *e)
 {
-    size_t  n = sp_span_queue_pending(e->queue);
-    size_t  h = atomic_load_explicit(&e->held, memory_order_relaxed);
+    size_t  n, h;
+
+    if (e->writer) {
+        return 0;       /* sent by another process */
+    }
+    n = sp_span_queue_pending(e->queue);
+    h = atomic_load_explicit(&e->held, memory_order_relaxed);
 
     return n > h ? n - h : 0;
+}
+
+/* The relay's take (span_slots.h): copies spans into this exporter's
+ * queue while they fit. */
+static size_t
+relay_take(void *data, const sp_span_rec_t *const *recs, size_t n)
+{
+    sp_exporter_t  *e = data;
+    size_t          k;
+
+    for (k = 0; k < n; k++) {
+        if (!sp_span_queue_push_record(e->queue, recs[k])) {
+            break;
+        }
+    }
+    return k;
+}
+
+/* Everything the writers have committed, as far as this queue has room
+ * (the rest waits in theirs, whose room the writers see). */
+static void
+relay_take_all(sp_exporter_t *e)
+{
+    /* One consumer at a time: after a restart, the old exporter process
+     * may still be taking its last spans. */
+    if (!e->relay_consumer) {
+        if (sp_span_slots_consumer_start(e->conf.relay, (int32_t) getpid())
+            != 0)
+        {
+            return;
+        }
+        e->relay_consumer = 1;
+    }
+    while (sp_span_slots_drain(e->conf.relay, relay_take, e,
+                               e->conf.batch_size)
+           == e->conf.batch_size)
+    {
+        /* more */
+    }
 }
 
 /* Does what is due without blocking; returns when it next has something to
@@ -611,6 +689,11 @@ exporter_step(sp_exporter_t *e)
         }
     }
 
+    if (e->conf.relay != NULL && (now >= e->next_relay || stopping)) {
+        relay_take_all(e);
+        e->next_relay = now + RELAY_POLL_MS * MS;
+    }
+
     /* Fill pending batches: full batches at once, partial ones when the
      * interval is due or the process stops. One at a time while posts
      * fail: the spans behind it wait in the queue, so a collector that is
@@ -618,7 +701,7 @@ exporter_step(sp_exporter_t *e)
      * everything in batch_count buffers. */
     do {
         progress = 0;
-        if (e->npending < e->conf.batch_count && !e->abandon
+        if (!e->writer && e->npending < e->conf.batch_count && !e->abandon
             && (!e->failing || e->npending == 0)
             && (queue_waiting(e) >= e->conf.batch_size
                 || now >= e->next_flush || stopping))
@@ -670,6 +753,9 @@ exporter_step(sp_exporter_t *e)
     }
     if (sp_http_loop_deadline(e->loop) < t) {
         t = sp_http_loop_deadline(e->loop);
+    }
+    if (e->conf.relay != NULL && !stopping && e->next_relay < t) {
+        t = e->next_relay;
     }
     if (e->conf.tick != NULL) {        /* the control API's status/control */
         t = e->conf.tick(e->conf.tick_data, e, now, t);
@@ -926,15 +1012,28 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     e->in_place = !e->to_file && e->http != NULL && !conf->gzip
                   && conf->protocol != SP_EXPORT_HTTP_JSON;
     /* On a server's event loop, spans are queued and sent by one thread. */
-    e->queue = sp_span_queue_create(e->conf.batch_size * e->conf.batch_count,
-                                    e->driver.timer != NULL);
+    /* The relay's queue is filled and read by its thread alone. */
+    if (conf->span_queue != NULL) {
+        e->queue = conf->span_queue;
+        e->writer = 1;
+        e->writer_base[0] = sp_span_queue_committed(e->queue);
+        e->writer_base[1] = sp_span_queue_dropped(e->queue);
+    } else {
+        e->queue = sp_span_queue_create(e->conf.batch_size
+                                        * e->conf.batch_count,
+                                        e->driver.timer != NULL
+                                        || conf->relay != NULL);
+    }
     e->scratch = calloc(e->conf.batch_size, sizeof(sp_span_rec_t *));
     e->batches = calloc(e->conf.batch_count, sizeof(batch_t));
     if (e->queue == NULL || e->scratch == NULL || e->batches == NULL) {
         goto nomem;
     }
-    /* Spans leave the queue a batch at a time (record_ring.h's rewind). */
-    sp_span_queue_set_batch(e->queue, e->conf.batch_size);
+    /* Spans leave the queue a batch at a time (record_ring.h's rewind). A
+     * writer's queue is the relay's to set. */
+    if (!e->writer) {
+        sp_span_queue_set_batch(e->queue, e->conf.batch_size);
+    }
     for (i = 0; i < e->conf.batch_count; i++) {
         sp_buf_init(&e->batches[i].body);
         if (e->in_place) {
@@ -989,6 +1088,14 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     if (e->driver.timer != NULL) {
         sp_http_loop_drive(e->loop, e->driver.watch, e->driver.data);
         sp_exporter_run(e);
+        return e;
+    }
+    if (e->writer && e->profiles == NULL) {
+        /* Nothing to run but the tick: from span_end, and once now. */
+        if (e->conf.tick != NULL) {
+            e->writer_ticks = 1;
+            writer_tick(e, sp_now_ns());
+        }
         return e;
     }
 
@@ -1061,6 +1168,17 @@ span_scratch_create(void)
     return s;
 }
 
+/* A writer without a thread: the tick its loop would run, at a span's
+ * end (now_rt: its end time) once the tick is due. */
+static void
+writer_tick(sp_exporter_t *e, uint64_t now_rt)
+{
+    uint64_t  now = sp_mono_ns(), t;
+
+    t = e->conf.tick(e->conf.tick_data, e, now, UINT64_MAX);
+    e->writer_next_tick = now_rt + (t > now ? t - now : 0);
+}
+
 sp_span_t *
 sp_exporter_span_begin(sp_exporter_t *e)
 {
@@ -1108,8 +1226,12 @@ sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
     } else {
         n = sp_span_queue_push(e->queue, span);
     }
-    /* Wake the exporter once per full batch, not per span. */
-    if (n == e->conf.batch_size) {
+    if (e->writer_ticks && span->end_ns >= e->writer_next_tick) {
+        writer_tick(e, span->end_ns);
+    }
+    /* Wake the exporter once per full batch, not per span (a writer's is
+     * another process, which polls). */
+    if (n == e->conf.batch_size && !e->writer) {
         if (e->driver.wake != NULL) {
             e->driver.wake(e->driver.data);
         } else if (write(e->wake_fd, &one, sizeof(one)) < 0) {
@@ -1164,7 +1286,23 @@ sp_exporter_stop(sp_exporter_t *e)
             return;
         }
     }
-    {
+    if (e->writer) {
+        sp_exporter_stats_t  st;
+
+        /* This process alone wrote into the queue since it took it. */
+        sp_exporter_get_stats(e, &st);
+        sp_logf(&e->conf.log, SP_LOG_INFO,
+                "spanprof: span writer stopped: %llu spans queued for the "
+                "exporter process, %llu dropped (queue full); %llu profiles "
+                "exported from %llu samples, %llu failed",
+                (unsigned long long) (sp_span_queue_committed(e->queue)
+                                      - e->writer_base[0]),
+                (unsigned long long) (sp_span_queue_dropped(e->queue)
+                                      - e->writer_base[1]),
+                (unsigned long long) st.profiles_exported,
+                (unsigned long long) st.profile_samples,
+                (unsigned long long) st.profiles_failed);
+    } else {
         sp_exporter_stats_t  st;
 
         sp_exporter_get_stats(e, &st);
@@ -1191,6 +1329,25 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
     st->queue_depth = queue_waiting(e);
     st->spans_dropped_queue_full = sp_span_queue_dropped(e->queue);
     st->queue_rewinds = sp_span_queue_rewinds(e->queue);
+    if (e->writer) {
+        /* The relay counts what every writer queued (the slots' counters
+         * are shared): a writer's own would be read late (it publishes at
+         * its requests' ends) and lost when it exits. */
+        st->spans_queued = 0;
+        st->spans_dropped_queue_full = 0;
+        st->queue_rewinds = 0;
+    } else if (e->conf.relay != NULL) {
+        sp_span_slots_stats_t  ss;
+
+        /* Its own queue's spans were counted in the slots already. */
+        sp_span_slots_get_stats(e->conf.relay, &ss);
+        st->spans_queued = ss.committed;
+        st->spans_dropped_queue_full += ss.dropped;
+        st->queue_depth += ss.pending;
+        st->queue_rewinds += ss.rewinds;
+        st->spans_dropped_process_killed = ss.sealed;
+        st->relay = 1;
+    }
     st->spans_dropped_export = atomic_load(&e->spans_dropped_export);
     st->spans_rejected = atomic_load(&e->spans_rejected);
     st->batches_sent = atomic_load(&e->batches_sent);

@@ -10,6 +10,8 @@
 #include "common/base/log.h"
 #include "common/trace/resource.h"
 #include "common/trace/span.h"
+#include "common/trace/span_queue.h"
+#include "common/trace/span_slots.h"
 #include "common/profile/symbol_files.h"
 
 /* One exporter per worker process: it drains the span queue, batches,
@@ -36,7 +38,14 @@
  * aggregated, symbolized CPU profile: OTLP profiles to
  * {base}/v1development/profiles, or dir/cpu-<unix ms>-<pid>.pb.gz (gzip'd
  * pprof) with a file endpoint, and pprof to Pyroscope's {pyroscope}/ingest
- * when pyroscope_url is set. */
+ * when pyroscope_url is set.
+ *
+ * A server whose processes each serve one request at a time (Apache's
+ * prefork) shares one exporter among them: each process writes its spans
+ * into a queue of shared memory (conf.span_queue, a slot of
+ * span_slots.h), and one exporter process (conf.relay) takes them from
+ * every slot and sends them. A writer sends no span itself and runs no
+ * thread unless it profiles. */
 
 /* The server's event loop running the exporter instead of a thread: it
  * watches the fds watch() names and calls sp_exporter_io when one is
@@ -103,12 +112,22 @@ typedef struct {
     uint64_t           (*tick)(void *data, struct sp_exporter *e,
                                uint64_t now, uint64_t next);
     void                *tick_data;
+
+    /* A writer: spans go into this queue (the caller's, with concurrent
+     * producers: a slot of span_slots.h), which another process sends;
+     * none is sent from here. Without profiling there is no thread: the
+     * tick then runs from sp_exporter_span_end when due. NULL: a queue of
+     * its own. */
+    sp_span_queue_t     *span_queue;
+    /* The exporter process: spans are taken from every slot of these
+     * queues (written by other processes) every few ms, and sent. */
+    sp_span_slots_t     *relay;
 } sp_exporter_conf_t;
 
 typedef struct sp_exporter sp_exporter_t;
 
 typedef struct {
-    uint64_t  spans_queued;
+    uint64_t  spans_queued;            /* relay: 0 (counted by writers) */
     uint64_t  spans_exported;
     uint64_t  spans_dropped_queue_full;
     uint64_t  spans_dropped_export;    /* in batches given up or rejected */
@@ -127,6 +146,10 @@ typedef struct {
     uint64_t  profile_builder_dropped;
     uint64_t  profile_bytes_exported;
     uint64_t  profile_bytes_failed;
+    /* relay: spans lost with a process killed while writing one
+     * (span_slots.h's sealed records) */
+    uint64_t  spans_dropped_process_killed;
+    uint64_t  relay;                   /* 1: conf.relay's exporter */
 } sp_exporter_stats_t;
 
 /* Checks an endpoint URL; NULL when fine, else a static reason. */

@@ -135,6 +135,20 @@ sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span)
     return sp_record_ring_commit(&q->ring, rec);
 }
 
+int
+sp_span_queue_push_record(sp_span_queue_t *q, const sp_span_rec_t *rec)
+{
+    size_t          n = sizeof(*rec) + rec->len;
+    sp_span_rec_t  *to = sp_record_ring_reserve_upto(&q->ring, n);
+
+    if (to == NULL) {
+        return 0;
+    }
+    memcpy(to, rec, n);
+    (void) sp_record_ring_commit(&q->ring, to);
+    return 1;
+}
+
 uint8_t *
 sp_span_queue_place(sp_span_queue_t *q)
 {

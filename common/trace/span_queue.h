@@ -57,6 +57,11 @@ void sp_span_queue_refuse(sp_span_queue_t *q);
  * as a drop). */
 size_t sp_span_queue_push(sp_span_queue_t *q, const sp_span_t *span);
 
+/* Producer: a span already encoded (a record another queue's consumer
+ * peeked), copied in. 1, or 0 when it does not fit now (not counted as a
+ * drop: the caller keeps it). */
+int sp_span_queue_push_record(sp_span_queue_t *q, const sp_span_rec_t *rec);
+
 /* Producer: a slot for a span built in place, sized for the largest span.
  * Returns where its attributes go (for span->place before sp_span_init),
  * or NULL when the largest span does not fit (with concurrent producers:

@@ -28,6 +28,7 @@ struct sp_span_slots {
     size_t             map_bytes;
     size_t             queue_bytes;
     _Atomic uint64_t   claims;
+    _Atomic int32_t    consumer;     /* its pid; 0: none */
     /* The consumer's own. */
     _Atomic uint64_t   sealed;
     size_t             next_slot;
@@ -106,6 +107,25 @@ gone(int32_t pid)
     return kill((pid_t) pid, 0) != 0 && errno == ESRCH;
 }
 
+size_t
+sp_span_slots_queue_bytes(const sp_span_slots_t *s)
+{
+    return s->queue_bytes;
+}
+
+size_t
+sp_span_slots_live(const sp_span_slots_t *s)
+{
+    size_t   i, n = 0;
+    int32_t  p;
+
+    for (i = 0; i < s->nslots; i++) {
+        p = atomic_load_explicit(&s->slots[i].pid, memory_order_relaxed);
+        n += p != 0 && !gone(p);
+    }
+    return n;
+}
+
 sp_span_queue_t *
 sp_span_slots_claim(sp_span_slots_t *s, int32_t pid, int *slot)
 {
@@ -145,15 +165,33 @@ sp_span_slots_release(sp_span_slots_t *s, int slot)
     }
 }
 
-void
-sp_span_slots_consumer_start(sp_span_slots_t *s)
+int
+sp_span_slots_consumer_start(sp_span_slots_t *s, int32_t pid)
 {
-    size_t  i;
+    size_t   i;
+    int32_t  p = atomic_load_explicit(&s->consumer, memory_order_acquire);
 
+    if (p == pid) {
+        return 0;
+    }
+    if ((p != 0 && !gone(p))
+        || !atomic_compare_exchange_strong(&s->consumer, &p, pid))
+    {
+        return -1;
+    }
     for (i = 0; i < s->nslots; i++) {
         sp_span_queue_consumer_reset(queue_of(s, i));
     }
     s->next_slot = 0;
+    return 0;
+}
+
+void
+sp_span_slots_consumer_stop(sp_span_slots_t *s, int32_t pid)
+{
+    int32_t  p = pid;
+
+    (void) atomic_compare_exchange_strong(&s->consumer, &p, 0);
 }
 
 /* The slot's queue held back at its next record by a producer gone since

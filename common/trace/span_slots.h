@@ -18,9 +18,10 @@
  * back. The next process to take the slot notes where the queue's head
  * was (the end of what the gone one reserved), and the consumer turns
  * such a record into padding up to there (sp_span_slots_stats_t.sealed)
- * and reads on. A consumer taking over from one that is gone (killed,
- * restarted) starts with sp_span_slots_consumer_start: spans it had read
- * and not released are read again. */
+ * and reads on. One process at a time is the consumer
+ * (sp_span_slots_consumer_start): one taking over from one that let go or
+ * is gone (killed) reads again the spans that one read and did not
+ * release. */
 
 typedef struct sp_span_slots sp_span_slots_t;
 
@@ -31,6 +32,11 @@ sp_span_slots_t *sp_span_slots_create(size_t nslots, size_t bytes_per_slot);
 /* In the process that created it, once no other uses it. */
 void sp_span_slots_destroy(sp_span_slots_t *s);
 size_t sp_span_slots_count(const sp_span_slots_t *s);
+/* Bytes of each slot's queue. */
+size_t sp_span_slots_queue_bytes(const sp_span_slots_t *s);
+/* Slots held by a process that is still there (one that exited without
+ * letting its slot go is not counted once it is gone). */
+size_t sp_span_slots_live(const sp_span_slots_t *s);
 
 /* Producer process: takes a free slot, or one whose process is gone, for
  * pid: returns its queue (spans pushed or placed as into any queue with
@@ -41,9 +47,13 @@ sp_span_queue_t *sp_span_slots_claim(sp_span_slots_t *s, int32_t pid,
 /* Producer process, at its exit: the slot is free again. */
 void sp_span_slots_release(sp_span_slots_t *s, int slot);
 
-/* Consumer: taking over the queues (the first consumer, or one after a
- * consumer that is gone). */
-void sp_span_slots_consumer_start(sp_span_slots_t *s);
+/* Consumer: taking over the queues, for pid: 0 when it is now the
+ * consumer (the first one, or one after a consumer that let go or is
+ * gone: what that one read and did not release is read again), -1 while
+ * another live process is. */
+int sp_span_slots_consumer_start(sp_span_slots_t *s, int32_t pid);
+/* Consumer: lets go (the next one may start). */
+void sp_span_slots_consumer_stop(sp_span_slots_t *s, int32_t pid);
 
 /* Consumer: takes up to n of the spans given (in order) and returns how
  * many it took; fewer when it has no room for more (the rest are given

@@ -180,7 +180,7 @@ test_processes(void)
         return;
     }
     memset(&v, 0, sizeof(v));
-    sp_span_slots_consumer_start(s);
+    sp_span_slots_consumer_start(s, (int32_t) getpid());
     for (id = 0; id < PRODUCERS; id++) {
         pids[id] = fork();
         if (pids[id] == 0) {
@@ -215,8 +215,8 @@ test_processes(void)
     is_int(st.sealed, 0, "none sealed");
     is_int(st.held, 0, "every slot released at exit");
     is_int(st.claims, PRODUCERS, "claims counted");
-    ok(st.rewinds > 0, "the queues rewound (%llu)",
-       (unsigned long long) st.rewinds);
+    /* Rewinds depend on how the consumer keeps up (test_record_ring). */
+    printf("# %llu rewinds\n", (unsigned long long) st.rewinds);
     sp_span_slots_destroy(s);
 }
 
@@ -234,7 +234,7 @@ test_killed_producer(int zero_header)
     int                    status, slot = -1;
 
     memset(&v, 0, sizeof(v));
-    sp_span_slots_consumer_start(s);
+    sp_span_slots_consumer_start(s, (int32_t) getpid());
     pid = fork();
     if (pid == 0) {
         sp_span_t  *sp = calloc(1, sizeof(*sp));
@@ -312,7 +312,7 @@ test_live_not_sealed(void)
     int                    slot;
 
     memset(&v, 0, sizeof(v));
-    sp_span_slots_consumer_start(s);
+    sp_span_slots_consumer_start(s, (int32_t) getpid());
     q = sp_span_slots_claim(s, (int32_t) getpid(), &slot);
     ok(q != NULL && slot == 0, "this process took the slot");
     (void) put(q, sp, 3, 0);
@@ -348,7 +348,7 @@ test_partial_and_restart(void)
     const sp_span_rec_t  *out[8];
 
     memset(&v, 0, sizeof(v));
-    sp_span_slots_consumer_start(s);
+    sp_span_slots_consumer_start(s, (int32_t) getpid());
     for (k = 0; k < 3; k++) {
         /* Three slots, as for three live processes. */
         static const int  who[3] = { 0, 1, 2 };
@@ -373,7 +373,11 @@ test_partial_and_restart(void)
         (void) put(q[1], sp, 1, (uint64_t) (30 + i));
     }
     is_int(sp_span_queue_peek(q[1], out, 8), 5, "a consumer peeks 5");
-    sp_span_slots_consumer_start(s);
+    is_int(sp_span_slots_consumer_start(s, (int32_t) getpid()), 0,
+           "(still the consumer: nothing reset)");
+    sp_span_slots_consumer_stop(s, (int32_t) getpid());
+    is_int(sp_span_slots_consumer_start(s, (int32_t) getpid()), 0,
+           "let go, then a consumer again");
     is_int(drain(s, &v, 1000), 5, "the next consumer reads the 5 again");
     is_int(v.next[1], 35, "in order");
     free(sp);
@@ -393,13 +397,27 @@ test_consumer_killed_in_release(void)
     pid_t             pid;
 
     memset(&v, 0, sizeof(v));
-    sp_span_slots_consumer_start(s);
+    is_int(sp_span_slots_consumer_start(s, (int32_t) getpid()), 0,
+           "this process the consumer");
     q = sp_span_slots_claim(s, (int32_t) getpid(), &slot);
     for (i = 0; i < 40; i++) {
         (void) put(q, sp, 5, (uint64_t) i);
     }
     pid = fork();
     if (pid == 0) {
+        /* Not while the parent is. */
+        _exit(sp_span_slots_consumer_start(s, (int32_t) getpid()) == -1
+              ? 0 : 1);
+    }
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "another process cannot start while this one consumes");
+    sp_span_slots_consumer_stop(s, (int32_t) getpid());
+    pid = fork();
+    if (pid == 0) {
+        if (sp_span_slots_consumer_start(s, (int32_t) getpid()) != 0) {
+            _exit(1);
+        }
         /* The consumer: stopped by SIGKILL from inside memset, as a
          * release zeroes 20 spans' bytes (a signal from a timer). */
         const sp_span_rec_t  *out[20];
@@ -418,8 +436,9 @@ test_consumer_killed_in_release(void)
         _exit(1);
     }
     waitpid(pid, &status, 0);
-    ok(WIFSIGNALED(status), "the consumer killed in its release");
-    sp_span_slots_consumer_start(s);
+    ok(WIFSIGNALED(status), "the consumer (a child) killed in its release");
+    is_int(sp_span_slots_consumer_start(s, (int32_t) getpid()), 0,
+           "the next one takes over from the one gone");
     is_int(drain(s, &v, 1000), 20, "the next one reads the other 20");
     is_int(v.bad, 0, "none garbled");
     is_int(v.next[5], 40, "from span 20 on, in order");

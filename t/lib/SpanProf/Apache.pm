@@ -82,7 +82,7 @@ environment and waits for the pid file, a child and the port. Returns a
 SpanProf::Apache::Server:
 
     ->mpm ->port ->port2 ->port3 ->prefix ->conf_path ->conf_text
-    ->master_pid ->child_pids
+    ->master_pid ->child_pids ->exporter_pids (prefork's spanprof-export)
     ->error_log ->error_log_tail(N) ->access_log
     ->crash_lines ->spanprof_lines
     ->graceful($timeout)   # apache2 -k graceful; waits until the old
@@ -533,8 +533,9 @@ sub _alive {
     return defined $state && $state ne 'Z';
 }
 
-# Children of the parent (/proc/*/stat). With worker and event, only the
-# ones with threads: mod_cgid's daemon (a child too) has a single one.
+# Children of the parent (/proc/*/stat) that serve requests. With worker
+# and event, only the ones with threads: mod_cgid's daemon (a child too)
+# has a single one. Never prefork's exporter process (exporter_pids).
 sub child_pids {
     my ($self) = @_;
     my $master = $self->master_pid or return ();
@@ -542,8 +543,9 @@ sub child_pids {
     opendir(my $dh, '/proc') or return ();
     for my $p (grep { /^\d+$/ } readdir $dh) {
         my $st = SpanProf::Apache::_slurp("/proc/$p/stat") // next;
-        my ($state, $ppid) = $st =~ /\)\s+(\S)\s+(\d+)/ or next;
+        my ($comm, $state, $ppid) = $st =~ /\((.*)\)\s+(\S)\s+(\d+)/ or next;
         next unless $ppid == $master && $state ne 'Z';
+        next if $comm eq 'spanprof-export';
         if ($self->{mpm} ne 'prefork') {
             my $status = SpanProf::Apache::_slurp("/proc/$p/status") // next;
             my ($threads) = $status =~ /^Threads:\s+(\d+)/m;
@@ -554,6 +556,22 @@ sub child_pids {
     closedir $dh;
     @kids = sort { $a <=> $b } @kids;
     return @kids;
+}
+
+# prefork's exporter process (named spanprof-export): the parent's
+# children of that name, not zombies.
+sub exporter_pids {
+    my ($self) = @_;
+    my $master = $self->master_pid or return ();
+    my @pids;
+    opendir(my $dh, '/proc') or return ();
+    for my $p (grep { /^\d+$/ } readdir $dh) {
+        my $st = SpanProf::Apache::_slurp("/proc/$p/stat") // next;
+        my ($comm, $state, $ppid) = $st =~ /\((.*)\)\s+(\S)\s+(\d+)/ or next;
+        push @pids, $p if $ppid == $master && $state ne 'Z' && $comm eq 'spanprof-export';
+    }
+    closedir $dh;
+    return sort { $a <=> $b } @pids;
 }
 
 sub error_log { SpanProf::Apache::_slurp("$_[0]{prefix}/error.log") // '' }

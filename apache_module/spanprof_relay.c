@@ -1,0 +1,395 @@
+/*
+ * prefork: one exporter process for all the children. A prefork child
+ * serves one request at a time; an exporter thread and a libcurl
+ * connection of its own in each child cost it the kernel's and glibc's
+ * single-thread fast paths, and post a child's few spans at a time
+ * (bench/request_path.md, "prefork: one clock scale for the server, and
+ * the children without their exporter thread"). Instead each child writes
+ * its spans into a queue of memory the parent mapped before forking (a
+ * slot of common/trace/span_slots.h), and one exporter process, forked by
+ * the parent as mod_cgid forks its daemon, takes them from every slot and
+ * sends them. The parent starts it again if it dies, and stops it (its
+ * spans flushed, within OtelExporterShutdownTimeout) when the
+ * configuration ends, before the next generation's starts (span_slots.h
+ * lets one consumer read at a time in any case).
+ *
+ * The slots live as long as the parent: the children of an old generation
+ * finishing their requests after a graceful restart write into the same
+ * queues the new exporter process reads.
+ */
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_log.h"
+#include "http_core.h"
+#include "ap_listen.h"
+#include "ap_mpm.h"
+#include "mpm_common.h"
+#include "apr_thread_proc.h"
+
+#include "mod_spanprof.h"
+#include "common/control/control_tick.h"
+
+APLOG_USE_MODULE(spanprof);
+
+#define SPANPROF_RELAY_KEY    "spanprof_relay_slots"
+/* Slots beyond ServerLimit: a child of an old generation may still hold
+ * its slot while the process in its scoreboard slot has been replaced. */
+#define SPANPROF_RELAY_SPARE  16
+/* The exporter process is started again at most this often (one that
+ * dies at once must not make the parent fork without pause). */
+#define SPANPROF_RELAY_RESPAWN_USEC  apr_time_from_sec(1)
+
+
+typedef struct {
+    sp_span_slots_t          *slots;
+    sp_exporter_conf_t        ec;
+    sp_resource_t             res;
+    server_rec               *s;
+    apr_pool_t               *pconf;
+    spanprof_attach_fn        attach;
+    apr_proc_t                proc;        /* .pid 0: not running */
+    pid_t                     parent;      /* the process that forks it */
+    /* In apr's list of other children (apr_proc_other_child_unregister
+     * must not be called otherwise: it dereferences what it finds). */
+    int                       registered;
+    apr_time_t                started;
+    int                       stopping;
+} spanprof_relay_t;
+
+/* This generation's; NULL: the children export on their own. Inherited by
+ * the children (and the exporter process). */
+static spanprof_relay_t  *spanprof_relay;
+
+
+/* The slots: made once per parent (kept in its process pool across
+ * restarts, whose module reload forgets statics), again only when a new
+ * configuration needs more or larger ones. */
+static sp_span_slots_t *
+spanprof_relay_slots(server_rec *s, size_t nslots, size_t bytes)
+{
+    void             *data = NULL;
+    sp_span_slots_t  *slots;
+    apr_pool_t       *pp = s->process->pool;
+
+    apr_pool_userdata_get(&data, SPANPROF_RELAY_KEY, pp);
+    slots = data;
+    if (slots != NULL && sp_span_slots_count(slots) >= nslots
+        && sp_span_slots_queue_bytes(slots) >= bytes)
+    {
+        return slots;
+    }
+    /* A smaller one stays mapped: old children may still write into it
+     * (and lose what they write after their exporter process stopped). */
+    slots = sp_span_slots_create(nslots, bytes);
+    if (slots != NULL) {
+        apr_pool_userdata_set(slots, SPANPROF_RELAY_KEY, NULL, pp);
+    }
+    return slots;
+}
+
+
+static volatile sig_atomic_t  spanprof_relay_signal;
+
+/* ---- the exporter process ------------------------------------------------- */
+
+static void
+spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
+{
+    char            err[256];
+    int             sig;
+    sigset_t        stop, all;
+    sp_exporter_t  *e;
+    apr_time_t      until;
+    struct timespec  second = { 1, 0 };
+
+    /* Gone with the parent, whatever becomes of it; named for ps and
+     * top (its thread takes the name too). */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_NAME, "spanprof-export");
+    if (getppid() != parent) {
+        _exit(0);
+    }
+    /* Signals wait for sigtimedwait below; the exporter's thread inherits
+     * the mask. httpd's handlers, inherited from the parent, never run. */
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGABRT);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    sigemptyset(&stop);
+    /* Stop at httpd's: stop, restart, graceful restart and graceful stop
+     * (the parent may signal its whole process group). */
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGUSR1);
+    sigaddset(&stop, SIGWINCH);
+    sigaddset(&stop, SIGUSR2);          /* the parent's, at a restart */
+
+    ap_close_listeners();
+    if (ap_run_drop_privileges(rl->pconf, rl->s) != 0) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, rl->s, "spanprof: the "
+                     "exporter process could not drop its privileges");
+        _exit(0);
+    }
+    if (rl->attach != NULL) {
+        rl->attach(rl->pconf, rl->s);
+    }
+
+    rl->ec.relay = rl->slots;
+    rl->ec.profiling = 0;
+    rl->ec.tick = sp_control_tick;
+    e = sp_exporter_start(&rl->ec, err, sizeof(err));
+    if (e == NULL) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, rl->s, "spanprof: the "
+                     "exporter process cannot export: %s", err);
+        sp_control_worker_detach();
+        _exit(0);
+    }
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, rl->s, "spanprof: exporter "
+                 "process %ld sends the spans of %lu slots",
+                 (long) getpid(), (unsigned long)
+                 sp_span_slots_count(rl->slots));
+    for ( ;; ) {
+        sig = sigtimedwait(&stop, NULL, &second);
+        if (sig > 0 || getppid() != parent) {
+            break;
+        }
+    }
+    /* httpd signals its children and this process at once: the children
+     * finishing their requests still write spans. They are waited for, up
+     * to half the shutdown timeout (the exporter's thread sends meanwhile),
+     * then what they queued is taken and sent within the shutdown
+     * timeout. */
+    until = apr_time_now()
+            + apr_time_from_msec(sig == SIGUSR2
+                                 ? 0 : rl->ec.shutdown_timeout_ms / 2);
+    while (sp_span_slots_live(rl->slots) > 0 && apr_time_now() < until) {
+        apr_sleep(apr_time_from_msec(10));
+    }
+    sp_exporter_stop(e);
+    sp_control_worker_detach();
+    _exit(0);
+}
+
+
+/* ---- the parent ----------------------------------------------------------- */
+
+static void spanprof_relay_maint(int reason, void *data, apr_wait_t status);
+
+static int
+spanprof_relay_spawn(spanprof_relay_t *rl)
+{
+    apr_status_t  rv;
+    pid_t         parent = getpid();
+
+    rl->started = apr_time_now();
+    rv = apr_proc_fork(&rl->proc, rl->pconf);
+    if (rv == APR_INCHILD) {
+        spanprof_relay_main(rl, parent);
+        _exit(0);       /* not reached */
+    }
+    if (rv != APR_INPARENT) {
+        rl->proc.pid = 0;
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, rl->s, "spanprof: cannot "
+                     "fork the exporter process: spans are dropped as the "
+                     "children's queues fill");
+        return -1;
+    }
+    apr_proc_other_child_register(&rl->proc, spanprof_relay_maint, rl, NULL,
+                                  rl->pconf);
+    rl->registered = 1;
+    return 0;
+}
+
+
+/* The parent reaped it (or asks after it). */
+static void
+spanprof_relay_maint(int reason, void *data, apr_wait_t status)
+{
+    spanprof_relay_t  *rl = data;
+    int                state;
+
+    switch (reason) {
+    case APR_OC_REASON_DEATH:
+    case APR_OC_REASON_LOST:
+        if (rl->registered) {
+            rl->registered = 0;     /* first: unregister calls back */
+            apr_proc_other_child_unregister(rl);
+        }
+        rl->proc.pid = 0;
+        /* httpd stopping or restarting signals it with its children. */
+        if (rl->stopping
+            || (ap_mpm_query(AP_MPMQ_MPM_STATE, &state) == APR_SUCCESS
+                && state == AP_MPMQ_STOPPING))
+        {
+            break;
+        }
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, rl->s, "spanprof: the exporter "
+                     "process exited (status %d): starting it again",
+                     (int) status);
+        if (apr_time_now() - rl->started < SPANPROF_RELAY_RESPAWN_USEC) {
+            /* No busy loop: the children's queues hold spans meanwhile. */
+            apr_sleep(SPANPROF_RELAY_RESPAWN_USEC);
+        }
+        (void) spanprof_relay_spawn(rl);
+        break;
+    case APR_OC_REASON_UNREGISTER:
+        /* Also from apr's own cleanup of pconf, before ours. */
+        rl->registered = 0;
+        break;
+    case APR_OC_REASON_RESTART:
+    case APR_OC_REASON_RUNNING:
+    case APR_OC_REASON_UNWRITABLE:
+    default:
+        break;
+    }
+}
+
+
+/* The configuration ends: the exporter process flushes and exits, and is
+ * waited for (bounded). At a restart it is told not to wait for children
+ * still finishing (SIGUSR2): their spans stay in the queues for the next
+ * one, and the wait is its flush. When httpd stops (SIGTERM) it takes
+ * what they queued until they are gone, or for half the shutdown
+ * timeout. prefork reaps only its children and apr's "other children":
+ * one left running across a restart would be reaped as a "long lost
+ * child". */
+static apr_status_t
+spanprof_relay_stop(void *data)
+{
+    spanprof_relay_t  *rl = data;
+    apr_time_t         until;
+    pid_t              pid = rl->proc.pid;
+    int                st, exiting;
+    uint64_t           ms;
+
+    if (getpid() != rl->parent) {
+        return APR_SUCCESS;     /* a child's copy of the pool */
+    }
+    rl->stopping = 1;
+    spanprof_relay = NULL;
+    if (pid > 0) {
+        if (rl->registered) {
+            rl->registered = 0;
+            apr_proc_other_child_unregister(rl);
+        }
+        exiting = ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING;
+        kill(pid, exiting ? SIGTERM : SIGUSR2);
+        ms = rl->ec.shutdown_timeout_ms
+             + (exiting ? rl->ec.shutdown_timeout_ms / 2 : 0) + 1000;
+        until = apr_time_now() + apr_time_from_msec(ms);
+        while (waitpid(pid, &st, WNOHANG) == 0) {
+            if (apr_time_now() >= until) {
+                ap_log_error(APLOG_MARK, APLOG_ERR, 0, rl->s, "spanprof: the "
+                             "exporter process did not stop in time: killed");
+                kill(pid, SIGKILL);
+                (void) waitpid(pid, &st, 0);
+                break;
+            }
+            apr_sleep(apr_time_from_msec(2));
+        }
+        rl->proc.pid = 0;
+    }
+    sp_resource_free(&rl->res);
+    return APR_SUCCESS;
+}
+
+
+void
+spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
+    spanprof_srv_conf_t *sc, spanprof_attach_fn attach)
+{
+    int                threaded = 0, limit = 0;
+    size_t             bytes, want;
+    spanprof_relay_t  *rl;
+
+    spanprof_relay = NULL;
+    /* Not on the first read of the configuration: httpd then goes on to
+     * detach, and reads it again before the MPM runs. */
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG
+        || !spanprof_globals.used
+        || (sc->endpoint == NULL && sc->traces_url == NULL)
+        || ap_mpm_query(AP_MPMQ_IS_THREADED, &threaded) != APR_SUCCESS
+        || threaded != AP_MPMQ_NOT_SUPPORTED
+        || ap_mpm_query(AP_MPMQ_HARD_LIMIT_DAEMONS, &limit) != APR_SUCCESS
+        || limit <= 0)
+    {
+        return;
+    }
+
+    rl = apr_pcalloc(pconf, sizeof(*rl));
+    rl->s = s;
+    rl->pconf = pconf;
+    rl->parent = getpid();
+    rl->attach = attach;
+    if (spanprof_exporter_conf(pconf, s, sc, &rl->ec, &rl->res) != 0) {
+        return;
+    }
+    /* A queue per child the size a child's own would have (a power of
+     * two, at least 64 KiB). */
+    want = rl->ec.batch_size * rl->ec.batch_count
+           * SP_SPAN_QUEUE_BYTES_PER_SPAN;
+    for (bytes = 64 * 1024; bytes < want; bytes <<= 1) {
+        /* round up */
+    }
+    rl->slots = spanprof_relay_slots(s, (size_t) limit + SPANPROF_RELAY_SPARE,
+                                     bytes);
+    if (rl->slots == NULL) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, "spanprof: cannot "
+                     "map the children's span queues: each child exports "
+                     "its own");
+        sp_resource_free(&rl->res);
+        return;
+    }
+    apr_pool_cleanup_register(pconf, rl, spanprof_relay_stop,
+                              apr_pool_cleanup_null);
+    if (spanprof_relay_spawn(rl) == 0) {
+        spanprof_relay = rl;
+    }
+}
+
+
+static apr_status_t
+spanprof_relay_child_exit(void *data)
+{
+    spanprof_relay_t  *rl = spanprof_relay;
+
+    if (rl != NULL) {
+        sp_span_slots_release(rl->slots, (int) (intptr_t) data);
+    }
+    return APR_SUCCESS;
+}
+
+
+sp_span_queue_t *
+spanprof_relay_child_queue(apr_pool_t *p, server_rec *s)
+{
+    int               slot;
+    sp_span_queue_t  *q;
+
+    if (spanprof_relay == NULL) {
+        return NULL;
+    }
+    q = sp_span_slots_claim(spanprof_relay->slots, (int32_t) getpid(), &slot);
+    if (q == NULL) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "spanprof: every span "
+                     "queue of the exporter process is held: this child "
+                     "exports its own spans");
+        return NULL;
+    }
+    apr_pool_cleanup_register(p, (void *) (intptr_t) slot,
+                              spanprof_relay_child_exit,
+                              apr_pool_cleanup_null);
+    return q;
+}

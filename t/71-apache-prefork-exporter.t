@@ -1,0 +1,186 @@
+#!/usr/bin/perl
+# prefork: one exporter process (spanprof-export) sends every child's
+# spans (apache_module/spanprof_relay.c, docs/exporting.md "Apache prefork:
+# one exporter process"). Spans of several children arrive once each,
+# under the parent's pid, from a process that runs as User; a child killed
+# in a request leaves nothing stuck; the exporter process killed is started
+# again by the parent and sends what the children queued meanwhile; a
+# graceful restart replaces it (one at a time); a collector that is down
+# fills the children's queues: the drops are counted (status API) and
+# logged; after -k stop no exporter process is left.
+use strict;
+use warnings;
+use lib 't/lib';
+use Test::More;
+use JSON::PP;
+use POSIX ();
+use Time::HiRes qw(time sleep);
+use SpanProf::Test;
+use SpanProf::Apache;
+
+need_apache_module();
+plan skip_all => 'prefork not tested' unless grep { $_ eq 'prefork' } apache_mpms();
+
+my $CONF = <<'EOF';
+OtelExporterEndpoint %%RECEIVER%%
+OtelExporterProtocol http/protobuf
+OtelExporterInterval 0.1
+OtelTrace On
+AliasMatch ^/ok %%PREFIX%%/htdocs/ok.txt
+<Location /api>
+    SetHandler spanprof-api
+    OtelTrace Off
+</Location>
+EOF
+my %FILES = ('htdocs/ok.txt' => "ok\n");
+
+sub prefix_is {
+    my ($p) = @_;
+    return sub { ($_[0]{attrs}{'url.path'} // '') =~ /^\Q$p\E/ };
+}
+
+sub uid_of {
+    my ($pid) = @_;
+    open(my $fh, '<', "/proc/$pid/status") or return -1;
+    local $/;
+    my ($uid) = <$fh> =~ /^Uid:\s+(\d+)/m;
+    return $uid // -1;
+}
+
+sub status {
+    my ($ap) = @_;
+    my $r = http_get($ap->port, '/api');
+    return $r->{status} == 200 ? eval { decode_json($r->{content}) } : undef;
+}
+
+subtest 'spans of several children, once each, through one exporter process' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, conf => $CONF, files => \%FILES, servers => 3);
+    my @xp = $ap->exporter_pids;
+    is scalar(@xp), 1, 'one spanprof-export process: ' . join(',', @xp);
+    my @kids = $ap->child_pids;
+    ok @kids >= 3, 'children: ' . join(',', @kids);
+    is uid_of($xp[0]), uid_of($kids[0]), 'it runs as the children\'s user (uid ' . uid_of($kids[0]) . ')'
+        if @xp && @kids;
+    # Concurrent clients: several children serve.
+    my @pids;
+    for my $c (1 .. 4) {
+        my $pid = fork;
+        if (!$pid) {
+            http_get($ap->port, "/ok/many/$c/$_") for 1 .. 50;
+            POSIX::_exit(0);    # no END or DESTROY: the server is the parent's
+        }
+        push @pids, $pid;
+    }
+    waitpid($_, 0) for @pids;
+    my @s = wait_for_spans($recv, 200, 20, accepted_only => 1, filter => prefix_is('/ok/many/'));
+    is scalar(@s), 200, 'the 200 spans arrived' or diag $recv->summary;
+    my @raw = grep { prefix_is('/ok/many/')->($_) } collect_spans($recv, accepted_only => 1);
+    is scalar(@raw), 200, 'each once';
+    my %pids = map { ($_->{resource}{'process.pid'} // '') => 1 } @s;
+    is join(',', keys %pids), $ap->master_pid, 'process.pid: the parent\'s';
+    # The span counters are the exporter process's, for every child.
+    my ($ex, @kid_rows);
+    ok wait_until(5, sub {
+        my $j = status($ap) or return 0;
+        ($ex) = grep { $_->{counters}{exporter_process} } @{ $j->{workers} || [] };
+        @kid_rows = grep { !$_->{counters}{exporter_process} } @{ $j->{workers} || [] };
+        $ex && $ex->{counters}{spans_started} >= 200 && $ex->{counters}{spans_exported} >= 200;
+    }), 'status: the exporter process counts 200 started and exported: '
+        . ($ex ? "$ex->{counters}{spans_started}, $ex->{counters}{spans_exported}" : 'no entry');
+    ok $ex && @xp && $ex->{pid} == $xp[0], 'its status slot (exporter_process 1)';
+    is scalar(grep { $_->{counters}{spans_started} || $_->{counters}{spans_exported} } @kid_rows), 0,
+        'the children\'s entries count none (' . scalar(@kid_rows) . ' children)';
+    is scalar($ap->crash_lines), 0, 'no crash';
+    $ap->stop;
+    ok wait_until(5, sub { !grep { uid_of($_) >= 0 } @xp }), 'no exporter process after -k stop';
+    $recv->stop;
+};
+
+subtest 'a child killed in a request, the exporter process killed' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, conf => $CONF, files => \%FILES, servers => 2,
+                          burn => 1, main => "<Location /burn>\n    SetHandler spanprof-burn\n</Location>\n");
+    is http_get($ap->port, "/ok/before/$_")->{status}, 200, "request $_" for 1 .. 5;
+    # A child busy in a slow request, killed.
+    my $pid = fork;
+    if (!$pid) { http_get($ap->port, '/burn?fn=alpha&ms=3000&n=1'); POSIX::_exit(0); }
+    my $busy;
+    ok wait_until(5, sub {
+        for my $k ($ap->child_pids) {
+            my $st = SpanProf::Apache::_slurp("/proc/$k/stat") // next;
+            my ($state) = $st =~ /\)\s+(\S)/;
+            if ($state eq 'R') { $busy = $k; return 1 }
+        }
+        0 }), 'a child burns CPU in a request' . ($busy ? " ($busy)" : '');
+    kill 'KILL', $busy if $busy;
+    waitpid($pid, 0);
+    is http_get($ap->port, "/ok/after-child/$_")->{status}, 200, "request $_ after" for 1 .. 10;
+    my @s = wait_for_spans($recv, 15, 10, accepted_only => 1, filter => sub {
+        prefix_is('/ok/before/')->($_[0]) || prefix_is('/ok/after-child/')->($_[0]) });
+    is scalar(@s), 15, 'every span before and after arrived' or diag $recv->summary;
+
+    # The exporter process killed: the parent starts another; what the
+    # children queued meanwhile is sent by it.
+    my ($x1) = $ap->exporter_pids;
+    kill 'KILL', $x1;
+    is http_get($ap->port, "/ok/while/$_")->{status}, 200, "request $_ while it is down" for 1 .. 10;
+    my $x2;
+    ok wait_until(10, sub { ($x2) = $ap->exporter_pids; $x2 && $x2 != $x1 }),
+        "started again: $x1 -> " . ($x2 // 'none');
+    @s = wait_for_spans($recv, 10, 10, accepted_only => 1, filter => prefix_is('/ok/while/'));
+    is scalar(@s), 10, 'the 10 spans queued while it was down arrived' or diag $recv->summary;
+    ok scalar(grep { /the exporter process exited .*starting it again/ } $ap->spanprof_lines),
+        'its death logged' or diag $ap->error_log_tail(10);
+    my $j = status($ap);
+    my $killed = 0;
+    $killed += $_->{counters}{spans_dropped_process_killed} // 0 for @{ $j->{workers} || [] };
+    is $killed, 0, 'spans_dropped_process_killed 0 (the child was killed in its handler, not in a span)';
+    is scalar(grep { !/exit signal Killed/ } $ap->crash_lines), 0, 'no other crash'
+        or diag join "\n", $ap->crash_lines;
+    $ap->stop;
+    $recv->stop;
+};
+
+subtest 'graceful restart: one exporter process at a time' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, conf => $CONF, files => \%FILES, servers => 2);
+    my ($x1) = $ap->exporter_pids;
+    is http_get($ap->port, "/ok/g1/$_")->{status}, 200, "request $_" for 1 .. 5;
+    my @new = $ap->graceful(20);
+    ok @new, 'new children: ' . join(',', @new);
+    my @xp;
+    ok wait_until(10, sub { @xp = $ap->exporter_pids; @xp == 1 && $xp[0] != $x1 }),
+        "one new exporter process: $x1 -> " . join(',', @xp);
+    is http_get($ap->port, "/ok/g2/$_")->{status}, 200, "request $_ after" for 1 .. 5;
+    my @s = wait_for_spans($recv, 10, 10, accepted_only => 1, filter => prefix_is('/ok/g'));
+    is scalar(@s), 10, 'spans of both generations' or diag $recv->summary;
+    is scalar(grep { /long lost child/ } split /\n/, $ap->error_log), 0,
+        'the old one reaped as a process of the MPM\'s (no "long lost child")';
+    is scalar($ap->crash_lines), 0, 'no crash';
+    $ap->stop;
+    $recv->stop;
+};
+
+subtest 'a collector that is down: the children\'s queues fill, counted and logged' => sub {
+    my $dead = dead_port();
+    my $ap = start_apache(mpm => 'prefork', receiver_url => "http://127.0.0.1:$dead", files => \%FILES,
+        conf => $CONF . "OtelExporterTimeout 1\nOtelExporterBatchSize 16\nOtelExporterBatchCount 1\n",
+        servers => 1);
+    my $ok = 0;
+    for my $i (1 .. 600) {
+        $ok++ if http_get($ap->port, "/ok/down/$i")->{status} == 200;
+    }
+    is $ok, 600, 'all 600 requests answered 200';
+    my ($dropped, $prom);
+    ok wait_until(5, sub { ($dropped, $prom) = api_counter($ap->port, '/api', 'spans_dropped_queue_full');
+                           ($dropped // 0) > 0 && $dropped == ($prom // -1) }),
+        'spans_dropped_queue_full ' . ($dropped // 'none') . ' (JSON and Prometheus)';
+    ok wait_until(5, sub { grep { /spanprof: dropped [1-9]\d* spans \(queue full\)/ } $ap->spanprof_lines }),
+        'the exporter process logs the drops' or diag $ap->error_log_tail(10);
+    is scalar($ap->crash_lines), 0, 'no crash';
+    my $took = $ap->stop;
+    ok $took < 10, sprintf('stopped in %.2f s', $took);
+};
+
+done_testing;
