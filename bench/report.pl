@@ -791,7 +791,9 @@ if ($apache_run) {
     if (@mpms) {
         p "### Apache prefork and worker MPMs", "",
           "In the same rounds as event's (the first $ameta{mpm_rounds}), $ameta{mpm_configs} only, on $ameta{mpm_workloads}.",
-          "Prefork's CPU and RSS are the sums over its " . ($ameta{prefork_children} // '?') . " children (RSS counts shared pages once per child).", "";
+          "Prefork's CPU and RSS are the sums over its " . ($ameta{prefork_children} // '?') . " children (RSS counts shared pages once per child) "
+          . "and, where spans are sent, its exporter process, which sends every child's (docs/exporting.md); "
+          . "\"of which exporter thread\" is then that process's thread and the profiling children's own.", "";
         for my $m (@mpms) {
             for my $wl (@{ $mwls{$m} }) {
                 p "#### Apache $m $wl: $awdesc{$wl}", "",

@@ -1240,6 +1240,36 @@ sp_exporter_span_end(sp_exporter_t *e, sp_span_t *span)
     }
 }
 
+/* The line a stopping exporter ends with. A writer's spans are this
+ * process's since it took its queue (no other writes into it meanwhile). */
+static void
+exporter_log_totals(sp_exporter_t *e)
+{
+    sp_exporter_stats_t  st;
+    char                 spans[160];
+
+    sp_exporter_get_stats(e, &st);
+    if (e->writer) {
+        snprintf(spans, sizeof(spans), "span writer stopped: %llu spans "
+                 "queued for the exporter process, %llu dropped (queue full)",
+                 (unsigned long long) (sp_span_queue_committed(e->queue)
+                                       - e->writer_base[0]),
+                 (unsigned long long) (sp_span_queue_dropped(e->queue)
+                                       - e->writer_base[1]));
+    } else {
+        snprintf(spans, sizeof(spans), "exporter stopped: %llu spans "
+                 "exported, %llu dropped (queue full), %llu dropped (export "
+                 "failed)", (unsigned long long) st.spans_exported,
+                 (unsigned long long) st.spans_dropped_queue_full,
+                 (unsigned long long) st.spans_dropped_export);
+    }
+    sp_logf(&e->conf.log, SP_LOG_INFO, "spanprof: %s; %llu profiles "
+            "exported from %llu samples, %llu failed", spans,
+            (unsigned long long) st.profiles_exported,
+            (unsigned long long) st.profile_samples,
+            (unsigned long long) st.profiles_failed);
+}
+
 void
 sp_exporter_stop(sp_exporter_t *e)
 {
@@ -1286,37 +1316,7 @@ sp_exporter_stop(sp_exporter_t *e)
             return;
         }
     }
-    if (e->writer) {
-        sp_exporter_stats_t  st;
-
-        /* This process alone wrote into the queue since it took it. */
-        sp_exporter_get_stats(e, &st);
-        sp_logf(&e->conf.log, SP_LOG_INFO,
-                "spanprof: span writer stopped: %llu spans queued for the "
-                "exporter process, %llu dropped (queue full); %llu profiles "
-                "exported from %llu samples, %llu failed",
-                (unsigned long long) (sp_span_queue_committed(e->queue)
-                                      - e->writer_base[0]),
-                (unsigned long long) (sp_span_queue_dropped(e->queue)
-                                      - e->writer_base[1]),
-                (unsigned long long) st.profiles_exported,
-                (unsigned long long) st.profile_samples,
-                (unsigned long long) st.profiles_failed);
-    } else {
-        sp_exporter_stats_t  st;
-
-        sp_exporter_get_stats(e, &st);
-        sp_logf(&e->conf.log, SP_LOG_INFO,
-                "spanprof: exporter stopped: %llu spans exported, %llu "
-                "dropped (queue full), %llu dropped (export failed); %llu "
-                "profiles exported from %llu samples, %llu failed",
-                (unsigned long long) st.spans_exported,
-                (unsigned long long) st.spans_dropped_queue_full,
-                (unsigned long long) st.spans_dropped_export,
-                (unsigned long long) st.profiles_exported,
-                (unsigned long long) st.profile_samples,
-                (unsigned long long) st.profiles_failed);
-    }
+    exporter_log_totals(e);
     exporter_free(e);
 }
 

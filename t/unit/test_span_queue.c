@@ -43,28 +43,6 @@ build(sp_span_t *s, unsigned id, uint64_t i)
     }
 }
 
-/* The Span message of a record, decoded by protobuf-c (NULL if it does
- * not decode). */
-static Opentelemetry__Proto__Trace__V1__Span *
-decode(const sp_span_rec_t *r)
-{
-    const uint8_t  *p = r->data + 1;
-    uint64_t        n = 0;
-    unsigned        shift = 0;
-
-    if (r->len < 2 || r->data[0] != SP_TAG(2, SP_WT_LEN)) {
-        return NULL;
-    }
-    do {
-        n |= (uint64_t) (*p & 0x7f) << shift;
-        shift += 7;
-    } while (*p++ & 0x80);
-    if ((size_t) (p - r->data) + n != r->len) {
-        return NULL;
-    }
-    return opentelemetry__proto__trace__v1__span__unpack(NULL, n, p);
-}
-
 /* Whether a record is byte for byte what build() encodes. */
 static int
 intact(const sp_span_rec_t *r, unsigned id, uint64_t i)
@@ -88,7 +66,8 @@ static int
 same_span(const sp_span_rec_t *a, const sp_span_rec_t *b)
 {
     static uint8_t  pa[16384], pb[16384];
-    Opentelemetry__Proto__Trace__V1__Span  *da = decode(a), *db = decode(b);
+    Opentelemetry__Proto__Trace__V1__Span  *da = span_rec_decode(a);
+    Opentelemetry__Proto__Trace__V1__Span  *db = span_rec_decode(b);
     size_t          na = 0, nb = 1;
 
     if (da != NULL && db != NULL
@@ -652,7 +631,7 @@ main(void)
     while (got < (uint64_t) PRODUCERS * PER_THREAD) {
         n = sp_span_queue_peek(q, out, 64);
         for (k = 0; k < n; k++) {
-            d = decode(out[k]);
+            d = span_rec_decode(out[k]);
             if (d == NULL) {
                 whole = 0;
                 continue;

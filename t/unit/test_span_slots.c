@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "ring_fixture.h"
 #include "common/trace/record_ring.h"
 #include "common/trace/span_slots.h"
 #include "common/export/wire.h"
@@ -63,26 +64,6 @@ put(sp_span_queue_t *q, sp_span_t *s, unsigned id, uint64_t i)
     return sp_span_queue_push(q, s) != 0;
 }
 
-static Opentelemetry__Proto__Trace__V1__Span *
-decode(const sp_span_rec_t *r)
-{
-    const uint8_t  *p = r->data + 1;
-    uint64_t        n = 0;
-    unsigned        shift = 0;
-
-    if (r->len < 2 || r->data[0] != SP_TAG(2, SP_WT_LEN)) {
-        return NULL;
-    }
-    do {
-        n |= (uint64_t) (*p & 0x7f) << shift;
-        shift += 7;
-    } while (*p++ & 0x80);
-    if ((size_t) (p - r->data) + n != r->len) {
-        return NULL;
-    }
-    return opentelemetry__proto__trace__v1__span__unpack(NULL, n, p);
-}
-
 /* The consumer's view: the next span number expected of each producer. */
 typedef struct {
     uint64_t  next[PRODUCERS + 2];
@@ -101,7 +82,7 @@ take(void *data, const sp_span_rec_t *const *recs, size_t n)
         n = v->room;
     }
     for (k = 0; k < n; k++) {
-        sp = decode(recs[k]);
+        sp = span_rec_decode(recs[k]);
         if (sp == NULL || (size_t) sp->kind >= PRODUCERS + 2) {
             v->bad++;
         } else {

@@ -533,10 +533,8 @@ sub _alive {
     return defined $state && $state ne 'Z';
 }
 
-# Children of the parent (/proc/*/stat) that serve requests. With worker
-# and event, only the ones with threads: mod_cgid's daemon (a child too)
-# has a single one. Never prefork's exporter process (exporter_pids).
-sub child_pids {
+# The parent's live children: [pid, comm] from /proc/*/stat (not zombies).
+sub _children {
     my ($self) = @_;
     my $master = $self->master_pid or return ();
     my @kids;
@@ -544,7 +542,20 @@ sub child_pids {
     for my $p (grep { /^\d+$/ } readdir $dh) {
         my $st = SpanProf::Apache::_slurp("/proc/$p/stat") // next;
         my ($comm, $state, $ppid) = $st =~ /\((.*)\)\s+(\S)\s+(\d+)/ or next;
-        next unless $ppid == $master && $state ne 'Z';
+        push @kids, [$p, $comm] if $ppid == $master && $state ne 'Z';
+    }
+    closedir $dh;
+    return sort { $a->[0] <=> $b->[0] } @kids;
+}
+
+# Children of the parent that serve requests. With worker and event, only
+# the ones with threads: mod_cgid's daemon (a child too) has a single one.
+# Never prefork's exporter process (exporter_pids).
+sub child_pids {
+    my ($self) = @_;
+    my @kids;
+    for my $k ($self->_children) {
+        my ($p, $comm) = @$k;
         next if $comm eq 'spanprof-export';
         if ($self->{mpm} ne 'prefork') {
             my $status = SpanProf::Apache::_slurp("/proc/$p/status") // next;
@@ -553,25 +564,13 @@ sub child_pids {
         }
         push @kids, $p;
     }
-    closedir $dh;
-    @kids = sort { $a <=> $b } @kids;
     return @kids;
 }
 
-# prefork's exporter process (named spanprof-export): the parent's
-# children of that name, not zombies.
+# prefork's exporter process (named spanprof-export).
 sub exporter_pids {
     my ($self) = @_;
-    my $master = $self->master_pid or return ();
-    my @pids;
-    opendir(my $dh, '/proc') or return ();
-    for my $p (grep { /^\d+$/ } readdir $dh) {
-        my $st = SpanProf::Apache::_slurp("/proc/$p/stat") // next;
-        my ($comm, $state, $ppid) = $st =~ /\((.*)\)\s+(\S)\s+(\d+)/ or next;
-        push @pids, $p if $ppid == $master && $state ne 'Z' && $comm eq 'spanprof-export';
-    }
-    closedir $dh;
-    return sort { $a <=> $b } @pids;
+    return map { $_->[0] } grep { $_->[1] eq 'spanprof-export' } $self->_children;
 }
 
 sub error_log { SpanProf::Apache::_slurp("$_[0]{prefix}/error.log") // '' }
