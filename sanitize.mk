@@ -95,6 +95,7 @@ SAN_TESTS      := t/10-propagation.t t/11-invalid-traceparent.t \
                   t/62-profiling-lifecycle.t t/66-profiling-keep.t \
                   t/69-api.t t/90-profiling-wall.t t/93-profiling-memory.t \
                   t/70-apache-tracing.t t/71-apache-export.t \
+                  t/71-apache-prefork-exporter.t \
                   t/72-apache-profiling.t t/77-apache-sampling.t \
                   t/79-apache-api.t t/98-profiling-restarts.t
 

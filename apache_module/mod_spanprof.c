@@ -1755,6 +1755,7 @@ spanprof_register_hooks(apr_pool_t *p)
     spanprof_register_profiling_hooks();
     spanprof_register_expr_hooks();
     spanprof_register_api_hooks();
+    spanprof_register_relay_hooks();
 
     /* mod_proxy: the end of the exchange through an optional hook (works
      * whatever the load order); each attempt through its scheme_handler

@@ -347,6 +347,7 @@ typedef void (*spanprof_attach_fn)(apr_pool_t *p, server_rec *s);
 void spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
     spanprof_srv_conf_t *sc, spanprof_attach_fn attach);
 sp_span_queue_t *spanprof_relay_child_queue(apr_pool_t *p, server_rec *s);
+void spanprof_register_relay_hooks(void);
 
 /* spanprof_context.c */
 /* The request's context (create: made if it has none). Inline for a

@@ -43,8 +43,17 @@ APLOG_USE_MODULE(spanprof);
 /* Slots beyond ServerLimit: a child of an old generation may still hold
  * its slot while the process in its scoreboard slot has been replaced. */
 #define SPANPROF_RELAY_SPARE  16
-/* The exporter process is started again at most this often (one that
- * dies at once must not make the parent fork without pause). */
+/* A child's queue holds its spans only until the exporter process's next
+ * take, 10 ms on (about 500 spans: a child serving 50,000 requests a
+ * second); the batches wait in the exporter process's own queue. Sized as
+ * a child's own queue (batch_size x batch_count KiB, 8 MiB with make
+ * bench's batches) each child's went round its buffer, and the exporter
+ * process with it: page faults in both for the first 20,000 spans of each
+ * child, and 40 times the memory (bench/request_path.md). */
+#define SPANPROF_RELAY_SLOT_BYTES  (256 * 1024)
+/* An exporter process that dies sooner than this after its start is not
+ * started again at once (one that dies at once must not make the parent
+ * fork without pause). */
 #define SPANPROF_RELAY_RESPAWN_USEC  apr_time_from_sec(1)
 
 
@@ -61,6 +70,7 @@ typedef struct {
      * must not be called otherwise: it dereferences what it finds). */
     int                       registered;
     apr_time_t                started;
+    apr_time_t                respawn_at;  /* 0: none due */
     int                       stopping;
 } spanprof_relay_t;
 
@@ -95,10 +105,26 @@ spanprof_relay_slots(server_rec *s, size_t nslots, size_t bytes)
     return slots;
 }
 
-
-static volatile sig_atomic_t  spanprof_relay_signal;
-
 /* ---- the exporter process ------------------------------------------------- */
+
+/* The first stop signal (or the parent gone: -1). */
+static int
+spanprof_relay_wait(const sigset_t *stop, pid_t parent)
+{
+    int              sig;
+    struct timespec  second = { 1, 0 };
+
+    for ( ;; ) {
+        sig = sigtimedwait(stop, NULL, &second);
+        if (sig > 0) {
+            return sig;
+        }
+        if (getppid() != parent) {
+            return -1;
+        }
+    }
+}
+
 
 static void
 spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
@@ -108,7 +134,6 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
     sigset_t        stop, all;
     sp_exporter_t  *e;
     apr_time_t      until;
-    struct timespec  second = { 1, 0 };
 
     /* Gone with the parent, whatever becomes of it; named for ps and
      * top (its thread takes the name too). */
@@ -136,10 +161,15 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
     sigaddset(&stop, SIGWINCH);
     sigaddset(&stop, SIGUSR2);          /* the parent's, at a restart */
 
+    /* A process that cannot export stays, idle, until it is stopped: one
+     * that exited would be started again, and fail again. The children's
+     * queues fill, and their drops are counted. */
     ap_close_listeners();
     if (ap_run_drop_privileges(rl->pconf, rl->s) != 0) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, 0, rl->s, "spanprof: the "
-                     "exporter process could not drop its privileges");
+                     "exporter process could not drop its privileges: no "
+                     "span of the children is sent");
+        (void) spanprof_relay_wait(&stop, parent);
         _exit(0);
     }
     if (rl->attach != NULL) {
@@ -152,7 +182,9 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
     e = sp_exporter_start(&rl->ec, err, sizeof(err));
     if (e == NULL) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, 0, rl->s, "spanprof: the "
-                     "exporter process cannot export: %s", err);
+                     "exporter process cannot export (%s): no span of the "
+                     "children is sent", err);
+        (void) spanprof_relay_wait(&stop, parent);
         sp_control_worker_detach();
         _exit(0);
     }
@@ -160,12 +192,7 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
                  "process %ld sends the spans of %lu slots",
                  (long) getpid(), (unsigned long)
                  sp_span_slots_count(rl->slots));
-    for ( ;; ) {
-        sig = sigtimedwait(&stop, NULL, &second);
-        if (sig > 0 || getppid() != parent) {
-            break;
-        }
-    }
+    sig = spanprof_relay_wait(&stop, parent);
     /* httpd signals its children and this process at once: the children
      * finishing their requests still write spans. They are waited for, up
      * to half the shutdown timeout (the exporter's thread sends meanwhile),
@@ -194,6 +221,7 @@ spanprof_relay_spawn(spanprof_relay_t *rl)
     pid_t         parent = getpid();
 
     rl->started = apr_time_now();
+    rl->respawn_at = 0;
     rv = apr_proc_fork(&rl->proc, rl->pconf);
     if (rv == APR_INCHILD) {
         spanprof_relay_main(rl, parent);
@@ -238,9 +266,13 @@ spanprof_relay_maint(int reason, void *data, apr_wait_t status)
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, rl->s, "spanprof: the exporter "
                      "process exited (status %d): starting it again",
                      (int) status);
+        /* One that died within a second of its start is started again by
+         * the monitor hook (httpd runs it every ten seconds or so), not
+         * here: no fork loop. The children's queues hold their spans
+         * meanwhile. */
         if (apr_time_now() - rl->started < SPANPROF_RELAY_RESPAWN_USEC) {
-            /* No busy loop: the children's queues hold spans meanwhile. */
-            apr_sleep(SPANPROF_RELAY_RESPAWN_USEC);
+            rl->respawn_at = rl->started + SPANPROF_RELAY_RESPAWN_USEC;
+            break;
         }
         (void) spanprof_relay_spawn(rl);
         break;
@@ -311,7 +343,6 @@ spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
     spanprof_srv_conf_t *sc, spanprof_attach_fn attach)
 {
     int                threaded = 0, limit = 0;
-    size_t             bytes, want;
     spanprof_relay_t  *rl;
 
     spanprof_relay = NULL;
@@ -336,15 +367,8 @@ spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
     if (spanprof_exporter_conf(pconf, s, sc, &rl->ec, &rl->res) != 0) {
         return;
     }
-    /* A queue per child the size a child's own would have (a power of
-     * two, at least 64 KiB). */
-    want = rl->ec.batch_size * rl->ec.batch_count
-           * SP_SPAN_QUEUE_BYTES_PER_SPAN;
-    for (bytes = 64 * 1024; bytes < want; bytes <<= 1) {
-        /* round up */
-    }
     rl->slots = spanprof_relay_slots(s, (size_t) limit + SPANPROF_RELAY_SPARE,
-                                     bytes);
+                                     SPANPROF_RELAY_SLOT_BYTES);
     if (rl->slots == NULL) {
         ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, "spanprof: cannot "
                      "map the children's span queues: each child exports "
@@ -357,6 +381,29 @@ spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
     if (spanprof_relay_spawn(rl) == 0) {
         spanprof_relay = rl;
     }
+}
+
+
+/* The parent, every ten seconds or so: an exporter process that died
+ * within a second of its start is started again. */
+static int
+spanprof_relay_monitor(apr_pool_t *p, server_rec *s)
+{
+    spanprof_relay_t  *rl = spanprof_relay;
+
+    if (rl != NULL && !rl->stopping && rl->proc.pid == 0
+        && rl->respawn_at != 0 && apr_time_now() >= rl->respawn_at)
+    {
+        (void) spanprof_relay_spawn(rl);
+    }
+    return DECLINED;
+}
+
+
+void
+spanprof_register_relay_hooks(void)
+{
+    ap_hook_monitor(spanprof_relay_monitor, NULL, NULL, APR_HOOK_MIDDLE);
 }
 
 
