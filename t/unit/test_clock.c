@@ -177,7 +177,7 @@ readings_after_release(void)
 int
 main(void)
 {
-    uint64_t          n, worst, near, before, t, r;
+    uint64_t          n, worst, near, before, t, r, stale;
     unsigned          cur, i;
     pthread_t         th[THREADS];
     reader_t          rd[THREADS];
@@ -302,15 +302,24 @@ main(void)
        "a claim from just ahead: left alone, the reading CLOCK_REALTIME's");
 
     /* A claim older than a rebase can take (its thread killed or
-     * stopped): the next reader takes it over, rebases and lets go. */
-    atomic_store(&sp_clock.state->claim,
-                 (__builtin_ia32_rdtsc() - (UINT64_C(1) << 26)) | 1);
-    for (i = 0; i < 1000; i++) {
+     * stopped): the next reader takes it over, rebases and lets go. A
+     * rebase needs its pair uninterrupted and 1 ms since the last base
+     * (RATE_MIN_NS): readers keep trying, here for up to 200 ms (1,000
+     * reads in a row could all fall within that millisecond, or be
+     * preempted on a loaded machine: 2 runs in 20 failed so under .ci/run's
+     * load). */
+    stale = (__builtin_ia32_rdtsc() - (UINT64_C(1) << 26)) | 1;
+    atomic_store(&sp_clock.state->claim, stale);
+    (void) sp_now_ns();
+    ok(atomic_load(&sp_clock.state->claim) != stale,
+       "a stale claim taken over by the next reader");
+    for (i = 0; i < 2000; i++) {
         (void) sp_now_ns();
         sp_clock_get_stats(&st);
         if (st.rebases > before) {
             break;
         }
+        usleep(100);
     }
     ok(st.rebases > before, "a stale claim taken over: rebased");
     is_int((long long) atomic_load(&sp_clock.state->claim), 0,
