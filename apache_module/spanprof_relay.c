@@ -8,10 +8,15 @@
  * its spans into a queue of memory the parent mapped before forking (a
  * slot of common/trace/span_slots.h), and one exporter process, forked by
  * the parent as mod_cgid forks its daemon, takes them from every slot and
- * sends them. The parent starts it again if it dies, and stops it (its
- * spans flushed, within OtelExporterShutdownTimeout) when the
- * configuration ends, before the next generation's starts (span_slots.h
- * lets one consumer read at a time in any case).
+ * sends them. The parent starts it again if it dies. When httpd stops it
+ * stops it (its spans flushed, within OtelExporterShutdownTimeout) and
+ * waits. At a restart it does not wait: no child accepts a connection
+ * until the parent has read the configuration again and forked the next
+ * generation, so a flush waited for there (the whole shutdown timeout with
+ * a collector that hangs) would be that long an outage. The old process
+ * lets the slots go to the next one at once (span_slots.h lets one
+ * consumer read at a time) and flushes what it took alone; the next
+ * generation reaps it.
  *
  * The slots live as long as the parent: the children of an old generation
  * finishing their requests after a graceful restart write into the same
@@ -29,6 +34,7 @@
 #include "http_config.h"
 #include "http_log.h"
 #include "http_core.h"
+#include "http_main.h"
 #include "ap_listen.h"
 #include "ap_mpm.h"
 #include "mpm_common.h"
@@ -55,6 +61,10 @@ APLOG_USE_MODULE(spanprof);
  * started again at once (one that dies at once must not make the parent
  * fork without pause). */
 #define SPANPROF_RELAY_RESPAWN_USEC  apr_time_from_sec(1)
+/* Old generations' exporter processes still flushing, at most; one more
+ * restart within their shutdown timeout waits for its own. */
+#define SPANPROF_RELAY_OLD_MAX  8
+#define SPANPROF_RELAY_OLD_KEY  "spanprof_relay_old"
 
 
 typedef struct {
@@ -77,6 +87,22 @@ typedef struct {
 /* This generation's; NULL: the children export on their own. Inherited by
  * the children (and the exporter process). */
 static spanprof_relay_t  *spanprof_relay;
+
+/* An old generation's exporter process flushing after a restart. Kept in
+ * the parent's process pool (the module's statics are gone with its
+ * reload) and reaped as one of apr's other children by whichever
+ * generation runs when it exits; killed if it outlives its deadline. */
+typedef struct {
+    apr_proc_t                proc;        /* .pid 0: a free entry */
+    apr_time_t                deadline;
+    int                       registered;  /* with this generation */
+    int                       killed;
+} spanprof_relay_old_t;
+
+typedef struct {
+    spanprof_relay_old_t      old[SPANPROF_RELAY_OLD_MAX];
+    pid_t                     parent;
+} spanprof_relay_olds_t;
 
 
 /* The slots: made once per parent (kept in its process pool across
@@ -193,6 +219,11 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
                  (long) getpid(), (unsigned long)
                  sp_span_slots_count(rl->slots));
     sig = spanprof_relay_wait(&stop, parent);
+    if (sig == SIGUSR2) {
+        /* A restart: the next generation's exporter process takes the
+         * slots now; this one sends what it took. */
+        sp_exporter_relay_handover(e);
+    }
     /* httpd signals its children and this process at once: the children
      * finishing their requests still write spans. They are waited for, up
      * to half the shutdown timeout (the exporter's thread sends meanwhile),
@@ -289,14 +320,149 @@ spanprof_relay_maint(int reason, void *data, apr_wait_t status)
 }
 
 
-/* The configuration ends: the exporter process flushes and exits, and is
- * waited for (bounded). At a restart it is told not to wait for children
- * still finishing (SIGUSR2): their spans stay in the queues for the next
- * one, and the wait is its flush. When httpd stops (SIGTERM) it takes
- * what they queued until they are gone, or for half the shutdown
- * timeout. prefork reaps only its children and apr's "other children":
- * one left running across a restart would be reaped as a "long lost
- * child". */
+/* ---- old generations' exporter processes ---------------------------------- */
+
+static spanprof_relay_olds_t *
+spanprof_relay_olds(server_rec *s, int create)
+{
+    void        *data = NULL;
+    apr_pool_t  *pp = s->process->pool;
+
+    apr_pool_userdata_get(&data, SPANPROF_RELAY_OLD_KEY, pp);
+    if (data == NULL && create) {
+        data = apr_pcalloc(pp, sizeof(spanprof_relay_olds_t));
+        apr_pool_userdata_set(data, SPANPROF_RELAY_OLD_KEY, NULL, pp);
+    }
+    return data;
+}
+
+static void
+spanprof_relay_old_maint(int reason, void *data, apr_wait_t status)
+{
+    spanprof_relay_old_t  *o = data;
+
+    switch (reason) {
+    case APR_OC_REASON_DEATH:
+    case APR_OC_REASON_LOST:
+        if (o->registered) {
+            o->registered = 0;      /* first: unregister calls back */
+            apr_proc_other_child_unregister(o);
+        }
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ap_server_conf, "spanprof: "
+                     "the previous configuration's exporter process %ld "
+                     "has ended (status %d)", (long) o->proc.pid,
+                     (int) status);
+        o->proc.pid = 0;
+        break;
+    case APR_OC_REASON_UNREGISTER:
+        o->registered = 0;
+        break;
+    default:
+        break;
+    }
+}
+
+/* httpd stops: the old ones still flushing are waited for, each up to its
+ * deadline. At a restart the next generation adopts them instead. */
+static apr_status_t
+spanprof_relay_olds_stop(void *data)
+{
+    server_rec             *s = data;
+    spanprof_relay_olds_t  *olds = spanprof_relay_olds(s, 0);
+    spanprof_relay_old_t   *o;
+    int                     i, st;
+
+    /* Not in a child's copy of the pool, nor at a restart. */
+    if (olds == NULL || getpid() != olds->parent
+        || ap_state_query(AP_SQ_MAIN_STATE) != AP_SQ_MS_EXITING)
+    {
+        return APR_SUCCESS;
+    }
+    for (i = 0; i < SPANPROF_RELAY_OLD_MAX; i++) {
+        o = &olds->old[i];
+        if (o->proc.pid <= 0) {
+            continue;
+        }
+        if (o->registered) {
+            o->registered = 0;
+            apr_proc_other_child_unregister(o);
+        }
+        while (waitpid(o->proc.pid, &st, WNOHANG) == 0) {
+            if (apr_time_now() >= o->deadline) {
+                kill(o->proc.pid, SIGKILL);
+                (void) waitpid(o->proc.pid, &st, 0);
+                break;
+            }
+            apr_sleep(apr_time_from_msec(2));
+        }
+        o->proc.pid = 0;
+    }
+    return APR_SUCCESS;
+}
+
+/* Post-config of each generation: the old exporter processes still
+ * flushing become its other children (reaped by its MPM, and waited for
+ * if httpd stops). */
+static void
+spanprof_relay_adopt(apr_pool_t *pconf, server_rec *s)
+{
+    spanprof_relay_olds_t  *olds = spanprof_relay_olds(s, 0);
+    spanprof_relay_old_t   *o;
+    int                     i, any = 0;
+
+    if (olds == NULL) {
+        return;
+    }
+    olds->parent = getpid();
+    for (i = 0; i < SPANPROF_RELAY_OLD_MAX; i++) {
+        o = &olds->old[i];
+        if (o->proc.pid > 0 && !o->registered) {
+            apr_proc_other_child_register(&o->proc, spanprof_relay_old_maint,
+                                          o, NULL, pconf);
+            o->registered = 1;
+            any = 1;
+        }
+    }
+    if (any) {
+        apr_pool_cleanup_register(pconf, s, spanprof_relay_olds_stop,
+                                  apr_pool_cleanup_null);
+    }
+}
+
+/* A restart: the exporter process hands the slots over and flushes alone,
+ * not waited for. -1: no room to keep it (then it is waited for). */
+static int
+spanprof_relay_leave(spanprof_relay_t *rl)
+{
+    spanprof_relay_olds_t  *olds = spanprof_relay_olds(rl->s, 1);
+    spanprof_relay_old_t   *o;
+    int                     i;
+
+    for (i = 0; i < SPANPROF_RELAY_OLD_MAX; i++) {
+        o = &olds->old[i];
+        if (o->proc.pid == 0) {
+            memset(o, 0, sizeof(*o));
+            o->proc = rl->proc;
+            /* Its own stop keeps to the shutdown timeout; the join of its
+             * thread allows a second more. */
+            o->deadline = apr_time_now()
+                          + apr_time_from_msec(rl->ec.shutdown_timeout_ms
+                                               + 2000);
+            kill(o->proc.pid, SIGUSR2);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The configuration ends. When httpd stops (SIGTERM) the exporter process
+ * takes what the children finishing queue until they are gone, or for
+ * half the shutdown timeout, flushes and exits, and is waited for
+ * (bounded). At a restart (SIGUSR2) it hands the queues over and flushes
+ * alone, not waited for: it is kept among the old ones, which the next
+ * generation adopts (prefork reaps only its children and apr's "other
+ * children": one unknown to it would be reaped as a "long lost child").
+ * With no room among them it is waited for. */
 static apr_status_t
 spanprof_relay_stop(void *data)
 {
@@ -317,6 +483,11 @@ spanprof_relay_stop(void *data)
             apr_proc_other_child_unregister(rl);
         }
         exiting = ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_EXITING;
+        if (!exiting && spanprof_relay_leave(rl) == 0) {
+            rl->proc.pid = 0;
+            sp_resource_free(&rl->res);
+            return APR_SUCCESS;
+        }
         kill(pid, exiting ? SIGTERM : SIGUSR2);
         ms = rl->ec.shutdown_timeout_ms
              + (exiting ? rl->ec.shutdown_timeout_ms / 2 : 0) + 1000;
@@ -348,8 +519,11 @@ spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
     spanprof_relay = NULL;
     /* Not on the first read of the configuration: httpd then goes on to
      * detach, and reads it again before the MPM runs. */
-    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG
-        || !spanprof_globals.used
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG) {
+        return;
+    }
+    spanprof_relay_adopt(pconf, s);
+    if (!spanprof_globals.used
         || (sc->endpoint == NULL && sc->traces_url == NULL)
         || ap_mpm_query(AP_MPMQ_IS_THREADED, &threaded) != APR_SUCCESS
         || threaded != AP_MPMQ_NOT_SUPPORTED
@@ -389,12 +563,27 @@ spanprof_relay_start(apr_pool_t *pconf, server_rec *s,
 static int
 spanprof_relay_monitor(apr_pool_t *p, server_rec *s)
 {
-    spanprof_relay_t  *rl = spanprof_relay;
+    spanprof_relay_t       *rl = spanprof_relay;
+    spanprof_relay_olds_t  *olds = spanprof_relay_olds(s, 0);
+    spanprof_relay_old_t   *o;
+    apr_time_t              now = apr_time_now();
+    int                     i;
 
     if (rl != NULL && !rl->stopping && rl->proc.pid == 0
-        && rl->respawn_at != 0 && apr_time_now() >= rl->respawn_at)
+        && rl->respawn_at != 0 && now >= rl->respawn_at)
     {
         (void) spanprof_relay_spawn(rl);
+    }
+    /* An old one past its flush's bound (hung): killed, then reaped. */
+    for (i = 0; olds != NULL && i < SPANPROF_RELAY_OLD_MAX; i++) {
+        o = &olds->old[i];
+        if (o->proc.pid > 0 && !o->killed && now >= o->deadline) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "spanprof: the "
+                         "previous configuration's exporter process %ld did "
+                         "not stop in time: killed", (long) o->proc.pid);
+            kill(o->proc.pid, SIGKILL);
+            o->killed = 1;
+        }
     }
     return DECLINED;
 }

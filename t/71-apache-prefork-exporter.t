@@ -166,6 +166,79 @@ subtest 'graceful restart: one exporter process at a time' => sub {
     $recv->stop;
 };
 
+# A graceful restart (logrotate's, every night) stops prefork's listening
+# until the new generation's children run: the parent must not spend that
+# time waiting for the old exporter process's flush. With a collector that
+# hangs, that flush takes the whole shutdown timeout (5 s here); the old
+# process is left to finish it, reaped by the new generation, while the new
+# one takes the children's queues.
+subtest 'graceful restart, collector hanging: serving again at once, the old exporter process flushes alone' => sub {
+    my $recv = start_receiver(script => 'hang', default => 'hang');
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, files => \%FILES, servers => 2,
+                          conf => $CONF . "OtelExporterShutdownTimeout 5\nOtelExporterTimeout 30\n");
+    my ($x1) = $ap->exporter_pids;
+    ok $x1, 'an exporter process: ' . ($x1 // 'none');
+    is http_get($ap->port, "/ok/h1/$_")->{status}, 200, "request $_" for 1 .. 5;
+    ok wait_until(5, sub { $recv->summary =~ /POST/ }), 'its post hangs at the collector';
+    my $t0 = time;
+    my ($code, $out) = SpanProf::Apache::_run([$SpanProf::Apache::APACHE, '-f', $ap->{conf_path}, '-k', 'graceful'],
+                                              timeout => 30, env => $ap->{env});
+    is $code, 0, 'apache2 -k graceful' or diag $out;
+    # The parent stops nothing else for the old process: new children serve
+    # long before its 5 s flush ends.
+    my $served;
+    ok wait_until(20, sub { my $r = http_get($ap->port, '/ok/h2/first'); ($r->{status} // 0) == 200 && ($served = time) }),
+        'a request after the graceful restart';
+    ok $served && $served - $t0 < 2.5, sprintf('served %.2f s after the graceful restart (the old flush lasts 5 s)',
+                                                ($served // $t0 + 99) - $t0);
+    my @xp;
+    ok wait_until(5, sub { @xp = $ap->exporter_pids; grep { $_ != $x1 } @xp }),
+        "a new exporter process beside the old one: $x1 -> " . join(',', @xp);
+    # The old one let the children's queues go at once: the new one sends
+    # (to the same hanging collector) while the old one still flushes.
+    ok wait_until(3, sub { $recv->summary =~ m{/ok/h2/first} }), 'the new one sent the first span after it'
+        or diag $recv->summary;
+    # The queues' counts are the new one's (the old one's status entry is
+    # the old generation's, and it counts only what it still holds).
+    my ($rows, $started) = (0, -1);
+    ok wait_until(3, sub {
+        my $j = status($ap) or return 0;
+        my @ex = grep { $_->{counters}{exporter_process} } @{ $j->{workers} || [] };
+        $rows = @ex;
+        $started = 0;
+        $started += $_->{counters}{spans_started} // 0 for @{ $j->{workers} || [] };
+        $started == 6 }), "status: 6 spans started in all ($started, $rows exporter entries)";
+    ok SpanProf::Apache::Server::_alive($x1), 'meanwhile the old one is still flushing' if $served && time - $t0 < 4.5;
+    ok wait_until(12, sub { !grep { $_ == $x1 } $ap->exporter_pids }), 'the old one gone within its shutdown timeout';
+    is scalar(grep { /long lost child/ } split /\n/, $ap->error_log), 0,
+        'reaped by the new generation (no "long lost child")' or diag $ap->error_log_tail(20);
+    is scalar(grep { /did not stop in time/ } split /\n/, $ap->error_log), 0, 'not killed: it kept to its deadline';
+    is scalar($ap->crash_lines), 0, 'no crash';
+    my $took = $ap->stop;
+    ok $took < 10, sprintf('stopped in %.2f s', $took);
+    ok wait_until(5, sub { !grep { uid_of($_) >= 0 } ($x1, @xp) }), 'no exporter process after -k stop';
+    $recv->stop;
+};
+
+subtest 'graceful restart then stop at once: the old exporter process waited for too' => sub {
+    my $recv = start_receiver(script => 'hang', default => 'hang');
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, files => \%FILES, servers => 1,
+                          conf => $CONF . "OtelExporterShutdownTimeout 2\nOtelExporterTimeout 30\n");
+    my ($x1) = $ap->exporter_pids;
+    is http_get($ap->port, "/ok/s1/$_")->{status}, 200, "request $_" for 1 .. 3;
+    ok wait_until(5, sub { $recv->summary =~ /POST/ }), 'its post hangs at the collector';
+    my @new = $ap->graceful(10);
+    ok @new, 'new children: ' . join(',', @new);
+    my ($x2) = grep { $_ != $x1 } $ap->exporter_pids;
+    ok $x2 && SpanProf::Apache::Server::_alive($x1), 'the old and the new exporter process: ' . ($x2 // 'none');
+    my $took = $ap->stop;
+    ok $took < 8, sprintf('stopped in %.2f s', $took);
+    ok !grep({ uid_of($_) >= 0 } grep { defined } $x1, $x2), 'neither is left after -k stop';
+    is scalar(grep { /long lost child|did not stop in time/ } split /\n/, $ap->error_log), 0,
+        'both waited for, neither killed' or diag $ap->error_log_tail(20);
+    $recv->stop;
+};
+
 subtest 'a collector that is down: the children\'s queues fill, counted and logged' => sub {
     my $dead = dead_port();
     my $ap = start_apache(mpm => 'prefork', receiver_url => "http://127.0.0.1:$dead", files => \%FILES,

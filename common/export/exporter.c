@@ -76,6 +76,9 @@ struct sp_exporter {
     uint64_t             writer_next_tick; /* span end time (ns) */
     uint64_t             next_relay;       /* conf.relay: mono ns */
     int                  relay_consumer;   /* the slots' consumer now */
+    _Atomic int          relay_handover;   /* take no more: let go */
+    int                  relay_handed;     /* let go (exporter side) */
+    uint64_t             relay_dropped_kept; /* the slots' drops then */
     /* OTLP protobuf over HTTP or gRPC without gzip: batches are sent from
      * the queue (batch_t). held: the spans of pending batches, which the
      * queue still counts. */
@@ -213,6 +216,9 @@ queue_drops(sp_exporter_t *e)
         return 0;
     }
     if (e->conf.relay != NULL) {
+        if (e->relay_handed) {
+            return e->relay_dropped_kept + sp_span_queue_dropped(e->queue);
+        }
         sp_span_slots_get_stats(e->conf.relay, &ss);
         return ss.dropped + sp_span_queue_dropped(e->queue);
     }
@@ -616,6 +622,24 @@ relay_take(void *data, const sp_span_rec_t *const *recs, size_t n)
 static void
 relay_take_all(sp_exporter_t *e)
 {
+    /* Handed over: the next exporter process takes them from here on. */
+    if (atomic_load(&e->relay_handover)) {
+        if (!e->relay_handed) {
+            sp_span_slots_stats_t  ss;
+
+            /* The drops reported so far stay this one's; later ones are
+             * the next process's to report. */
+            sp_span_slots_get_stats(e->conf.relay, &ss);
+            e->relay_dropped_kept = ss.dropped;
+            e->relay_handed = 1;
+            if (e->relay_consumer) {
+                sp_span_slots_consumer_stop(e->conf.relay,
+                                            (int32_t) getpid());
+                e->relay_consumer = 0;
+            }
+        }
+        return;
+    }
     /* One consumer at a time: after a restart, the old exporter process
      * may still be taking its last spans. */
     if (!e->relay_consumer) {
@@ -1321,6 +1345,20 @@ sp_exporter_stop(sp_exporter_t *e)
 }
 
 void
+sp_exporter_relay_handover(sp_exporter_t *e)
+{
+    static const uint64_t  one = 1;
+
+    if (e == NULL || e->conf.relay == NULL) {
+        return;
+    }
+    atomic_store(&e->relay_handover, 1);
+    if (e->wake_fd >= 0 && write(e->wake_fd, &one, sizeof(one)) < 0) {
+        /* saturated: already awake */
+    }
+}
+
+void
 sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
 {
     memset(st, 0, sizeof(*st));
@@ -1336,6 +1374,11 @@ sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st)
         st->spans_queued = 0;
         st->spans_dropped_queue_full = 0;
         st->queue_rewinds = 0;
+    } else if (e->conf.relay != NULL && atomic_load(&e->relay_handover)) {
+        /* The slots' counters are the next exporter process's now: this
+         * one reports only what is left in its own queue. */
+        st->spans_queued = 0;
+        st->relay = 1;
     } else if (e->conf.relay != NULL) {
         sp_span_slots_stats_t  ss;
 

@@ -188,6 +188,12 @@ void sp_exporter_io(sp_exporter_t *e, int fd, unsigned events);
  * flush runs in the calling thread. */
 void sp_exporter_stop(sp_exporter_t *e);
 
+/* conf.relay: takes no more spans from the slots and lets them go to
+ * another process (a restart's next exporter process) at the next step;
+ * what this exporter already took is still sent (sp_exporter_stop). Any
+ * thread; call it before sp_exporter_stop. */
+void sp_exporter_relay_handover(sp_exporter_t *e);
+
 void sp_exporter_get_stats(sp_exporter_t *e, sp_exporter_stats_t *st);
 
 #endif
