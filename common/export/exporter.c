@@ -965,6 +965,22 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         }
     }
 
+    /* A writer that does not profile sends nothing from this process (the
+     * exporter process sends its spans): no libcurl, no client, no batch
+     * buffers. Under prefork that is every child's start. */
+    if (conf->span_queue != NULL && !conf->profiling && conf->loop == NULL) {
+        e->queue = conf->span_queue;
+        e->writer = 1;
+        e->writer_base[0] = sp_span_queue_committed(e->queue);
+        e->writer_base[1] = sp_span_queue_dropped(e->queue);
+        if (e->conf.tick != NULL) {
+            /* Nothing to run but the tick: from span_end, and once now. */
+            e->writer_ticks = 1;
+            writer_tick(e, sp_now_ns());
+        }
+        return e;
+    }
+
     curl_global_init(CURL_GLOBAL_DEFAULT);
     e->loop = sp_http_loop_new();
     if (e->loop == NULL) {
@@ -1114,15 +1130,6 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
         sp_exporter_run(e);
         return e;
     }
-    if (e->writer && e->profiles == NULL) {
-        /* Nothing to run but the tick: from span_end, and once now. */
-        if (e->conf.tick != NULL) {
-            e->writer_ticks = 1;
-            writer_tick(e, sp_now_ns());
-        }
-        return e;
-    }
-
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->wake_fd < 0) {
         snprintf(err, errlen, "eventfd() failed: %s", strerror(errno));
