@@ -47,6 +47,15 @@ sub uid_of {
     return $uid // -1;
 }
 
+# Seconds since the process started.
+sub age_of {
+    my ($pid) = @_;
+    my $st = SpanProf::Apache::_slurp("/proc/$pid/stat") // return 0;
+    my ($start) = (split ' ', ($st =~ /\)\s+(.*)/s)[0])[19];
+    my ($up) = split ' ', SpanProf::Apache::_slurp('/proc/uptime') // '0';
+    return $up - $start / POSIX::sysconf(POSIX::_SC_CLK_TCK());
+}
+
 sub status {
     my ($ap) = @_;
     my $r = http_get($ap->port, '/api');
@@ -125,8 +134,11 @@ subtest 'a child killed in a request, the exporter process killed' => sub {
     is scalar(@s), 15, 'every span before and after arrived' or diag $recv->summary;
 
     # The exporter process killed: the parent starts another; what the
-    # children queued meanwhile is sent by it.
+    # children queued meanwhile is sent by it. Older than 3 s: at once, not
+    # at the monitor pass (the next subtest).
     my ($x1) = $ap->exporter_pids;
+    my $age = age_of($x1);
+    sleep 3.5 - $age if $age < 3.5;
     kill 'KILL', $x1;
     is http_get($ap->port, "/ok/while/$_")->{status}, 200, "request $_ while it is down" for 1 .. 10;
     my $x2;
@@ -142,6 +154,41 @@ subtest 'a child killed in a request, the exporter process killed' => sub {
     is $killed, 0, 'spans_dropped_process_killed 0 (the child was killed in its handler, not in a span)';
     is scalar(grep { !/exit signal Killed/ } $ap->crash_lines), 0, 'no other crash'
         or diag join "\n", $ap->crash_lines;
+    $ap->stop;
+    $recv->stop;
+};
+
+# An exporter process that dies within 3 s of its start is not
+# forked again at once (a process that cannot run would make the parent fork
+# without pause): httpd's monitor hook, about every ten seconds, starts it.
+# Each new one is killed as soon as it shows until the parent says it waits.
+subtest 'an exporter process dead at its start: started again by the monitor pass' => sub {
+    my $recv = start_receiver();
+    my $ap = start_apache(mpm => 'prefork', receiver => $recv, conf => $CONF, files => \%FILES, servers => 1);
+    my (%killed, $waits);
+    my $until = time + 20;
+    while (time < $until && keys(%killed) < 10) {
+        for my $x ($ap->exporter_pids) {
+            next if $killed{$x};
+            kill 'KILL', $x;
+            $killed{$x} = 1;
+        }
+        last if $waits = grep { /within 3 s of its start: starting it again at the next monitor pass/ }
+            $ap->spanprof_lines;
+        sleep 0.005;
+    }
+    ok $waits, 'the parent waits for its monitor pass (' . scalar(keys %killed) . ' killed)'
+        or diag $ap->error_log_tail(20);
+    # Nothing but the monitor pass starts it now.
+    is http_get($ap->port, "/ok/down/$_")->{status}, 200, "request $_ while there is none" for 1 .. 5;
+    my $x;
+    ok wait_until(25, sub { ($x) = grep { !$killed{$_} } $ap->exporter_pids; $x }),
+        'a new exporter process: ' . ($x // 'none');
+    ok scalar(grep { /starting the exporter process again/ } $ap->spanprof_lines), 'started by the monitor pass'
+        or diag $ap->error_log_tail(20);
+    my @s = wait_for_spans($recv, 5, 10, accepted_only => 1, filter => prefix_is('/ok/down/'));
+    is scalar(@s), 5, 'the spans queued meanwhile arrived' or diag $recv->summary;
+    is scalar(grep { !/exit signal Killed/ } $ap->crash_lines), 0, 'no crash' or diag join "\n", $ap->crash_lines;
     $ap->stop;
     $recv->stop;
 };
