@@ -2,7 +2,8 @@
  * much it holds while it retries; the scratch span each request thread
  * builds its spans in (its own, freed when the thread exits: LeakSanitizer
  * fails this test otherwise); the retry delays (exponential backoff with
- * jitter, Retry-After in seconds or as an HTTP-date). */
+ * jitter, Retry-After in seconds or as an HTTP-date); an exporter process's
+ * hand-over of the shared span queues at a restart. */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "common/trace/resource.h"
 #include "common/trace/span.h"
 #include "common/trace/span_queue.h"
+#include "common/trace/span_slots.h"
 
 #define BATCH  4
 
@@ -215,6 +218,98 @@ retry_after(void)
        (unsigned long long) got);
 }
 
+/* Whether another process may become the slots' consumer now. */
+static int
+other_may_consume(sp_span_slots_t *slots)
+{
+    pid_t  pid = fork();
+    int    st;
+
+    if (pid == 0) {
+        _exit(sp_span_slots_consumer_start(slots, (int32_t) getpid()) == 0
+              ? 0 : 1);
+    }
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st)
+           && WEXITSTATUS(st) == 0;
+}
+
+/* The exporter process of a restarted server lets the slots go at once
+ * (sp_exporter_relay_handover): the next one takes the children's spans
+ * while the old one still flushes what it took (here, retrying against a
+ * closed port). */
+static void
+relay_handover(const char *url, sp_resource_t *res)
+{
+    static sp_span_t     one;
+    sp_span_slots_t     *slots = sp_span_slots_create(2, 64 * 1024);
+    sp_span_queue_t     *q;
+    sp_exporter_conf_t   conf;
+    sp_exporter_stats_t  st;
+    sp_exporter_t       *e;
+    char                 err[256];
+    int                  slot = -1, i, let_go = 0;
+    struct timespec      ms = { 0, 1000000 };
+
+    ok(slots != NULL, "relay: slots made");
+    if (slots == NULL) {
+        return;
+    }
+    q = sp_span_slots_claim(slots, (int32_t) getpid(), &slot);
+    for (i = 0; q != NULL && i < 10; i++) {
+        fill(&one, (uint64_t) i);
+        sp_span_queue_push(q, &one);
+    }
+    memset(&conf, 0, sizeof(conf));
+    conf.endpoint = url;
+    conf.protocol = SP_EXPORT_HTTP_PROTOBUF;
+    conf.interval_ms = 20;
+    conf.batch_size = BATCH;
+    conf.batch_count = 4;
+    conf.connect_timeout_ms = 1000;
+    conf.timeout_ms = 1000;
+    conf.shutdown_timeout_ms = 300;
+    conf.resource = res;
+    conf.relay = slots;
+    e = sp_exporter_start(&conf, err, sizeof(err));
+    ok(e != NULL, "relay: exporter started (%s)", e != NULL ? "ok" : err);
+    if (e == NULL) {
+        sp_span_slots_destroy(slots);
+        return;
+    }
+    for (i = 0; i < 5000; i++) {
+        sp_exporter_get_stats(e, &st);
+        if (st.spans_queued == 10 && sp_span_queue_pending(q) == 0) {
+            break;
+        }
+        nanosleep(&ms, NULL);
+    }
+    ok(sp_span_queue_pending(q) == 0, "relay: it took the 10 spans (%llu "
+       "queued)", (unsigned long long) st.spans_queued);
+    ok(st.relay == 1, "relay: its status says exporter_process");
+    ok(!other_may_consume(slots), "relay: no other process may consume");
+
+    sp_exporter_relay_handover(e);
+    for (i = 0; i < 2000 && !let_go; i++) {
+        let_go = other_may_consume(slots);
+        if (!let_go) {
+            nanosleep(&ms, NULL);
+        }
+    }
+    sp_exporter_get_stats(e, &st);
+    ok(let_go, "relay: handed over, another process may consume at once");
+    ok(st.spans_queued == 0 && st.spans_dropped_queue_full == 0,
+       "relay: the slots' counts are the next one's (%llu queued)",
+       (unsigned long long) st.spans_queued);
+    /* The spans it took are still its own to send (or drop, counted). */
+    ok(st.queue_depth > 0 || st.spans_dropped_export > 0,
+       "relay: it still holds what it took (%llu waiting, %llu dropped)",
+       (unsigned long long) st.queue_depth,
+       (unsigned long long) st.spans_dropped_export);
+    sp_exporter_stop(e);
+    sp_span_slots_release(slots, slot);
+    sp_span_slots_destroy(slots);
+}
+
 int
 main(void)
 {
@@ -316,6 +411,7 @@ main(void)
         scratch_per_thread(e, s);
         sp_exporter_stop(e);
     }
+    relay_handover(url, &res);
     sp_resource_free(&res);
     return done_testing();
 }
