@@ -1,8 +1,12 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/trace/span_slots.h"
 
@@ -15,9 +19,19 @@
 #define ATTACHES  8u
 /* Spans given to take() at once. */
 #define TAKE_MAX  256u
+/* A process is named by its pid and its start time (clock ticks since
+ * boot, /proc/PID/stat), in one word that is compared and swapped at once:
+ * a pid alone may be another process's by the time it is looked at (with
+ * pid_max 32768, a server that forks CGI scripts goes round it in
+ * minutes), and a slot or the consumer's role would then stay held by a
+ * process that never took it. pid_max is at most 2^22. A start time is
+ * counted in clock ticks: a pid given again within the same tick (10 ms)
+ * is not told apart, and reuse takes pid_max forks. */
+#define PID_BITS  22u
+#define PID_MASK  ((UINT64_C(1) << PID_BITS) - 1)
 
 typedef struct {
-    _Alignas(64) _Atomic int32_t  pid;          /* 0: free */
+    _Alignas(64) _Atomic uint64_t owner;        /* 0: free */
     _Atomic uint64_t              attaches;     /* processes that took it */
     _Atomic uint64_t              attach_head[ATTACHES];
 } slot_t;
@@ -28,7 +42,7 @@ struct sp_span_slots {
     size_t             map_bytes;
     size_t             queue_bytes;
     _Atomic uint64_t   claims;
-    _Atomic int32_t    consumer;     /* its pid; 0: none */
+    _Atomic uint64_t   consumer;     /* its owner word; 0: none */
     /* The consumer's own. */
     _Atomic uint64_t   sealed;
     size_t             next_slot;
@@ -99,12 +113,65 @@ sp_span_slots_count(const sp_span_slots_t *s)
     return s->nslots;
 }
 
-/* A process that cannot write any more: it does not exist. (One of
- * another user answers EPERM: alive.) */
-static int
-gone(int32_t pid)
+/* The process's start time, in clock ticks since boot; 0 when it cannot
+ * be read (gone, or /proc hidden). */
+static uint64_t
+start_ticks(int32_t pid)
 {
-    return kill((pid_t) pid, 0) != 0 && errno == ESRCH;
+    char                path[32], buf[512], *p, *end;
+    int                 fd, field;
+    ssize_t             n;
+    unsigned long long  v;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    /* After the name (which may hold spaces and parentheses): the state
+     * is field 3, the start time field 22. */
+    p = strrchr(buf, ')');
+    if (p == NULL) {
+        return 0;
+    }
+    for (field = 2; field < 22 && p != NULL; field++) {
+        p = strchr(p + 1, ' ');
+    }
+    if (p == NULL) {
+        return 0;
+    }
+    v = strtoull(p + 1, &end, 10);
+    return end != p + 1 ? (uint64_t) v : 0;
+}
+
+static uint64_t
+owner_of(int32_t pid)
+{
+    return (start_ticks(pid) << PID_BITS) | ((uint64_t) pid & PID_MASK);
+}
+
+/* A process that cannot write any more: it does not exist, or its pid is
+ * another process's now. (One of another user answers EPERM: alive.) */
+static int
+gone(uint64_t owner)
+{
+    pid_t     pid = (pid_t) (owner & PID_MASK);
+    uint64_t  start = owner >> PID_BITS, now;
+
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return 1;
+    }
+    if (start == 0) {
+        return 0;       /* its start time was not known */
+    }
+    now = start_ticks(pid);
+    return now != 0 && now != start;
 }
 
 size_t
@@ -116,11 +183,11 @@ sp_span_slots_queue_bytes(const sp_span_slots_t *s)
 size_t
 sp_span_slots_live(const sp_span_slots_t *s)
 {
-    size_t   i, n = 0;
-    int32_t  p;
+    size_t    i, n = 0;
+    uint64_t  p;
 
     for (i = 0; i < s->nslots; i++) {
-        p = atomic_load_explicit(&s->slots[i].pid, memory_order_relaxed);
+        p = atomic_load_explicit(&s->slots[i].owner, memory_order_relaxed);
         n += p != 0 && !gone(p);
     }
     return n;
@@ -130,17 +197,20 @@ sp_span_queue_t *
 sp_span_slots_claim(sp_span_slots_t *s, int32_t pid, int *slot)
 {
     size_t    i;
-    int32_t   p;
-    uint64_t  a;
+    uint64_t  p, a, me = owner_of(pid);
     slot_t   *sl;
 
+    /* The first slot free or whose process is gone: a gone one's queue is
+     * read on from its dead record only once it is taken again. (A held
+     * slot costs a kill() and, for a live one, a read of /proc: once per
+     * slot at a child's start.) */
     for (i = 0; i < s->nslots; i++) {
         sl = &s->slots[i];
-        p = atomic_load_explicit(&sl->pid, memory_order_acquire);
-        if (p != 0 && (p == pid || !gone(p))) {
+        p = atomic_load_explicit(&sl->owner, memory_order_acquire);
+        if (p != 0 && (p == me || !gone(p))) {
             continue;
         }
-        if (!atomic_compare_exchange_strong(&sl->pid, &p, pid)) {
+        if (!atomic_compare_exchange_strong(&sl->owner, &p, me)) {
             continue;
         }
         /* The queue's head now: the end of whatever a gone producer
@@ -161,22 +231,26 @@ void
 sp_span_slots_release(sp_span_slots_t *s, int slot)
 {
     if (slot >= 0 && (size_t) slot < s->nslots) {
-        atomic_store_explicit(&s->slots[slot].pid, 0, memory_order_release);
+        atomic_store_explicit(&s->slots[slot].owner, 0,
+                              memory_order_release);
     }
 }
 
 int
 sp_span_slots_consumer_start(sp_span_slots_t *s, int32_t pid)
 {
-    size_t   i;
-    int32_t  p = atomic_load_explicit(&s->consumer, memory_order_acquire);
+    size_t    i;
+    uint64_t  p = atomic_load_explicit(&s->consumer, memory_order_acquire);
+    uint64_t  me;
 
-    if (p == pid) {
-        return 0;
+    if (p != 0 && (p & PID_MASK) == (uint64_t) pid && !gone(p)) {
+        return 0;       /* this process already */
     }
-    if ((p != 0 && !gone(p))
-        || !atomic_compare_exchange_strong(&s->consumer, &p, pid))
-    {
+    if (p != 0 && !gone(p)) {
+        return -1;
+    }
+    me = owner_of(pid);
+    if (!atomic_compare_exchange_strong(&s->consumer, &p, me)) {
         return -1;
     }
     for (i = 0; i < s->nslots; i++) {
@@ -189,9 +263,11 @@ sp_span_slots_consumer_start(sp_span_slots_t *s, int32_t pid)
 void
 sp_span_slots_consumer_stop(sp_span_slots_t *s, int32_t pid)
 {
-    int32_t  p = pid;
+    uint64_t  p = atomic_load_explicit(&s->consumer, memory_order_acquire);
 
-    (void) atomic_compare_exchange_strong(&s->consumer, &p, 0);
+    if ((p & PID_MASK) == (uint64_t) pid) {
+        (void) atomic_compare_exchange_strong(&s->consumer, &p, 0);
+    }
 }
 
 /* The slot's queue held back at its next record by a producer gone since
@@ -276,7 +352,7 @@ sp_span_slots_get_stats(const sp_span_slots_t *s, sp_span_slots_stats_t *st)
         st->dropped += sp_span_queue_dropped(q);
         st->rewinds += sp_span_queue_rewinds(q);
         st->pending += sp_span_queue_pending(q);
-        st->held += atomic_load_explicit(&s->slots[i].pid,
+        st->held += atomic_load_explicit(&s->slots[i].owner,
                                          memory_order_relaxed) != 0;
     }
     st->sealed = atomic_load_explicit(&((sp_span_slots_t *) s)->sealed,

@@ -12,6 +12,9 @@
  * process): a child then writes its spans where the exporter reads them,
  * and needs neither a thread nor a connection of its own.
  *
+ * A process is known by its pid and its start time: one whose pid another
+ * process has since been given is gone.
+ *
  * A process takes a free slot (or one whose process is gone) and writes
  * into its queue for as long as it lives; a process killed between a
  * span's reservation and its commit leaves a record that holds the queue

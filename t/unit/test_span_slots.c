@@ -4,10 +4,13 @@
  * between a span's reservation and its commit holds its slot's queue back
  * only until the next process takes the slot (the record is sealed, and
  * counted); a consumer killed inside a release leaves nothing the next one
- * cannot read on from. Every span read is decoded by protobuf-c. */
+ * cannot read on from; a slot held by a process whose pid another process
+ * has since been given is free. Every span read is decoded by protobuf-c. */
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,6 +441,102 @@ test_consumer_killed_in_release(void)
     sp_span_slots_destroy(s);
 }
 
+/* The next fork of this pid namespace gets pid (root: ns_last_pid); the
+ * child pauses. Returns it, or -1 (not root, or another process took the
+ * pid first). */
+static pid_t
+fork_as(pid_t pid)
+{
+    char     buf[32];
+    int      fd, n, tries, status;
+    pid_t    child;
+
+    for (tries = 0; tries < 20; tries++) {
+        fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return -1;
+        }
+        n = snprintf(buf, sizeof(buf), "%d", (int) pid - 1);
+        if (write(fd, buf, (size_t) n) != n) {
+            close(fd);
+            return -1;
+        }
+        close(fd);
+        child = fork();
+        if (child == 0) {
+            pause();
+            _exit(0);
+        }
+        if (child == pid) {
+            return child;
+        }
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, &status, 0);
+        }
+    }
+    return -1;
+}
+
+/* A producer killed in its slot, its pid given to another process since
+ * (pid_max wraps; 32768 on many systems): that process is not the one
+ * that holds the slot, which is free for the next producer. */
+static void
+test_pid_reused(void)
+{
+    sp_span_slots_t  *s = sp_span_slots_create(1, 64 * 1024);
+    pid_t             first, second;
+    int               status, slot = -1;
+
+    first = fork();
+    if (first == 0) {
+        if (sp_span_slots_claim(s, (int32_t) getpid(), &slot) == NULL) {
+            _exit(1);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(2);
+    }
+    waitpid(first, &status, 0);
+    ok(WIFSIGNALED(status), "a producer took the only slot, killed in it");
+    /* A start time is counted in clock ticks (10 ms): a pid given again
+     * within the same tick is not told apart. Real reuse is pid_max forks
+     * later. */
+    nanosleep(&(struct timespec) { 0, 30 * 1000 * 1000 }, NULL);
+    second = fork_as(first);
+    if (second < 0) {
+        ok(1, "# SKIP pid %d not given again (needs root)", (int) first);
+        sp_span_slots_destroy(s);
+        return;
+    }
+    is_int(sp_span_slots_live(s), 0, "the process given pid %d since is not "
+           "the one that holds the slot", (int) second);
+    ok(sp_span_slots_claim(s, (int32_t) getpid(), &slot) != NULL && slot == 0,
+       "the slot is free for the next producer");
+    sp_span_slots_release(s, slot);
+    /* The consumer's role likewise. */
+    first = fork();
+    if (first == 0) {
+        _exit(sp_span_slots_consumer_start(s, (int32_t) getpid()) == 0
+              ? 0 : 1);
+    }
+    waitpid(first, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "a consumer took the role and exited without letting go");
+    kill(second, SIGKILL);
+    waitpid(second, &status, 0);
+    nanosleep(&(struct timespec) { 0, 30 * 1000 * 1000 }, NULL);
+    second = fork_as(first);
+    if (second < 0) {
+        ok(1, "# SKIP pid %d not given again", (int) first);
+    } else {
+        is_int(sp_span_slots_consumer_start(s, (int32_t) getpid()), 0,
+               "the process given its pid since does not hold the role");
+        kill(second, SIGKILL);
+        waitpid(second, &status, 0);
+    }
+    sp_span_slots_destroy(s);
+}
+
 int
 main(void)
 {
@@ -448,5 +547,6 @@ main(void)
     test_live_not_sealed();
     test_partial_and_restart();
     test_consumer_killed_in_release();
+    test_pid_reused();
     return done_testing();
 }
