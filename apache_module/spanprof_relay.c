@@ -158,7 +158,7 @@ static void
 spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
 {
     char            err[256];
-    int             sig;
+    int             sig, restart;
     sigset_t        stop, all;
     sp_exporter_t  *e;
     apr_time_t      until;
@@ -221,18 +221,22 @@ spanprof_relay_main(spanprof_relay_t *rl, pid_t parent)
                  (long) getpid(), (unsigned long)
                  sp_span_slots_count(rl->slots));
     sig = spanprof_relay_wait(&stop, parent);
-    if (sig == SIGUSR2) {
-        /* A restart: the next generation's exporter process takes the
-         * slots now; this one sends what it took. */
+    /* A restart: the parent's (SIGUSR2, at any restart) or httpd's own
+     * signal to its process group at `-k restart` (SIGHUP), whichever comes
+     * first. The next generation's exporter process takes the slots now,
+     * the last spans of the children finishing included; this one sends
+     * what it took. */
+    restart = sig == SIGUSR2 || sig == SIGHUP;
+    if (restart) {
         sp_exporter_relay_handover(e);
     }
-    /* httpd signals its children and this process at once: the children
-     * finishing their requests still write spans. They are waited for, up
-     * to half the shutdown timeout (the exporter's thread sends meanwhile),
-     * then what they queued is taken and sent within the shutdown
-     * timeout. */
+    /* httpd stopping signals its children and this process at once: the
+     * children finishing their requests still write spans. They are waited
+     * for, up to half the shutdown timeout (the exporter's thread sends
+     * meanwhile), then what they queued is taken and sent within the
+     * shutdown timeout. */
     until = apr_time_now()
-            + apr_time_from_msec(sig == SIGUSR2
+            + apr_time_from_msec(restart
                                  ? 0 : rl->ec.shutdown_timeout_ms / 2);
     while (sp_span_slots_live(rl->slots) > 0 && apr_time_now() < until) {
         apr_sleep(apr_time_from_msec(10));

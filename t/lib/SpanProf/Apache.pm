@@ -214,6 +214,12 @@ sub _run {
     return ($code, $out);
 }
 
+sub _uid_of {
+    my ($pid) = @_;
+    my ($uid) = (_slurp("/proc/$pid/status") // '') =~ /^Uid:\s+(\d+)/m;
+    return $uid // -1;
+}
+
 sub _port_accepts {
     my ($port) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
@@ -390,12 +396,17 @@ sub start_apache {
         die "start_apache($o{mpm}): apache2 -k start exited $code: $out\n$log\n";
     }
     # prefork forks its StartServers children one after another: a test
-    # that counts them must not see the first alone.
-    my $want = ($o{mpm} // 'event') eq 'prefork' ? ($o{servers} // 3) : 1;
+    # that counts them must not see the first alone. Started as root, each
+    # of the parent's processes is ready once it has dropped root: a child
+    # after child_init, prefork's exporter process after it took its name
+    # (before that it looks like a child).
+    my $prefork = ($o{mpm} // 'event') eq 'prefork';
+    my $want = $prefork ? ($o{servers} // 3) : 1;
     my $ok = SpanProf::Test::wait_until(15, sub {
         my $pid = $self->master_pid or return 0;
         my @kids = $self->child_pids;
         return 0 unless @kids >= $want;
+        return 0 if $prefork && $> == 0 && grep { _uid_of($_->[0]) == 0 } $self->_children;
         return _port_accepts($self->{port});
     });
     unless ($ok) {
