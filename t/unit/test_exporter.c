@@ -48,6 +48,23 @@ closed_port(void)
     return port;
 }
 
+/* OTLP/HTTP to url (a closed port), batches of BATCH. */
+static void
+collector_down_conf(sp_exporter_conf_t *conf, const char *url,
+    sp_resource_t *res, uint64_t shutdown_ms)
+{
+    memset(conf, 0, sizeof(*conf));
+    conf->endpoint = url;
+    conf->protocol = SP_EXPORT_HTTP_PROTOBUF;
+    conf->interval_ms = 20;
+    conf->batch_size = BATCH;
+    conf->batch_count = 4;
+    conf->connect_timeout_ms = 1000;
+    conf->timeout_ms = 1000;
+    conf->shutdown_timeout_ms = shutdown_ms;
+    conf->resource = res;
+}
+
 static void
 fill(sp_span_t *s, uint64_t i)
 {
@@ -259,16 +276,7 @@ relay_handover(const char *url, sp_resource_t *res)
         fill(&one, (uint64_t) i);
         sp_span_queue_push(q, &one);
     }
-    memset(&conf, 0, sizeof(conf));
-    conf.endpoint = url;
-    conf.protocol = SP_EXPORT_HTTP_PROTOBUF;
-    conf.interval_ms = 20;
-    conf.batch_size = BATCH;
-    conf.batch_count = 4;
-    conf.connect_timeout_ms = 1000;
-    conf.timeout_ms = 1000;
-    conf.shutdown_timeout_ms = 300;
-    conf.resource = res;
+    collector_down_conf(&conf, url, res, 300);
     conf.relay = slots;
     e = sp_exporter_start(&conf, err, sizeof(err));
     ok(e != NULL, "relay: exporter started (%s)", e != NULL ? "ok" : err);
@@ -344,16 +352,7 @@ main(void)
 
     sp_resource_init(&res, "test", "exporter-test", NULL);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-    memset(&conf, 0, sizeof(conf));
-    conf.endpoint = url;
-    conf.protocol = SP_EXPORT_HTTP_PROTOBUF;   /* OTLP/HTTP to a closed port */
-    conf.interval_ms = 20;
-    conf.batch_size = BATCH;
-    conf.batch_count = 4;
-    conf.connect_timeout_ms = 1000;
-    conf.timeout_ms = 1000;
-    conf.shutdown_timeout_ms = 200;
-    conf.resource = &res;
+    collector_down_conf(&conf, url, &res, 200);
     e = sp_exporter_start(&conf, err, sizeof(err));
     ok(e != NULL, "exporter started (%s)", e != NULL ? "ok" : err);
     if (e == NULL) {
