@@ -331,6 +331,27 @@ spanprof_relay_maint(int reason, void *data, apr_wait_t status)
 }
 
 
+/* Waits for an exporter process to exit, up to until; then kills it
+ * (logged) and reaps it. */
+static void
+spanprof_relay_reap(pid_t pid, apr_time_t until, server_rec *s)
+{
+    int  st;
+
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (apr_time_now() >= until) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "spanprof: the "
+                         "exporter process %ld did not stop in time: killed",
+                         (long) pid);
+            kill(pid, SIGKILL);
+            (void) waitpid(pid, &st, 0);
+            return;
+        }
+        apr_sleep(apr_time_from_msec(2));
+    }
+}
+
+
 /* ---- old generations' exporter processes ---------------------------------- */
 
 static spanprof_relay_olds_t *
@@ -381,7 +402,7 @@ spanprof_relay_olds_stop(void *data)
     server_rec             *s = data;
     spanprof_relay_olds_t  *olds = spanprof_relay_olds(s, 0);
     spanprof_relay_old_t   *o;
-    int                     i, st;
+    int                     i;
 
     /* Not in a child's copy of the pool, nor at a restart. */
     if (olds == NULL || getpid() != olds->parent
@@ -398,14 +419,7 @@ spanprof_relay_olds_stop(void *data)
             o->registered = 0;
             apr_proc_other_child_unregister(o);
         }
-        while (waitpid(o->proc.pid, &st, WNOHANG) == 0) {
-            if (apr_time_now() >= o->deadline) {
-                kill(o->proc.pid, SIGKILL);
-                (void) waitpid(o->proc.pid, &st, 0);
-                break;
-            }
-            apr_sleep(apr_time_from_msec(2));
-        }
+        spanprof_relay_reap(o->proc.pid, o->deadline, s);
         o->proc.pid = 0;
     }
     return APR_SUCCESS;
@@ -478,9 +492,8 @@ static apr_status_t
 spanprof_relay_stop(void *data)
 {
     spanprof_relay_t  *rl = data;
-    apr_time_t         until;
     pid_t              pid = rl->proc.pid;
-    int                st, exiting;
+    int                exiting;
     uint64_t           ms;
 
     if (getpid() != rl->parent) {
@@ -502,17 +515,8 @@ spanprof_relay_stop(void *data)
         kill(pid, exiting ? SIGTERM : SIGUSR2);
         ms = rl->ec.shutdown_timeout_ms
              + (exiting ? rl->ec.shutdown_timeout_ms / 2 : 0) + 1000;
-        until = apr_time_now() + apr_time_from_msec(ms);
-        while (waitpid(pid, &st, WNOHANG) == 0) {
-            if (apr_time_now() >= until) {
-                ap_log_error(APLOG_MARK, APLOG_ERR, 0, rl->s, "spanprof: the "
-                             "exporter process did not stop in time: killed");
-                kill(pid, SIGKILL);
-                (void) waitpid(pid, &st, 0);
-                break;
-            }
-            apr_sleep(apr_time_from_msec(2));
-        }
+        spanprof_relay_reap(pid, apr_time_now() + apr_time_from_msec(ms),
+                            rl->s);
         rl->proc.pid = 0;
     }
     sp_resource_free(&rl->res);

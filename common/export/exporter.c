@@ -857,6 +857,17 @@ sp_exporter_io(sp_exporter_t *e, int fd, unsigned events)
 
 /* ---- worker side ------------------------------------------------------- */
 
+/* A writer's queue is another process's to read: its counts from here on
+ * are this process's. */
+static void
+writer_attach(sp_exporter_t *e, sp_span_queue_t *q)
+{
+    e->queue = q;
+    e->writer = 1;
+    e->writer_base[0] = sp_span_queue_committed(q);
+    e->writer_base[1] = sp_span_queue_dropped(q);
+}
+
 sp_exporter_t *
 sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
 {
@@ -969,10 +980,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
      * exporter process sends its spans): no libcurl, no client, no batch
      * buffers. Under prefork that is every child's start. */
     if (conf->span_queue != NULL && !conf->profiling && conf->loop == NULL) {
-        e->queue = conf->span_queue;
-        e->writer = 1;
-        e->writer_base[0] = sp_span_queue_committed(e->queue);
-        e->writer_base[1] = sp_span_queue_dropped(e->queue);
+        writer_attach(e, conf->span_queue);
         if (e->conf.tick != NULL) {
             /* Nothing to run but the tick: from span_end, and once now. */
             e->writer_ticks = 1;
@@ -1054,10 +1062,7 @@ sp_exporter_start(const sp_exporter_conf_t *conf, char *err, size_t errlen)
     /* On a server's event loop, spans are queued and sent by one thread. */
     /* The relay's queue is filled and read by its thread alone. */
     if (conf->span_queue != NULL) {
-        e->queue = conf->span_queue;
-        e->writer = 1;
-        e->writer_base[0] = sp_span_queue_committed(e->queue);
-        e->writer_base[1] = sp_span_queue_dropped(e->queue);
+        writer_attach(e, conf->span_queue);
     } else {
         e->queue = sp_span_queue_create(e->conf.batch_size
                                         * e->conf.batch_count,
